@@ -1,0 +1,17 @@
+"""bayeskde: Bayesian kernel learning for structured prediction on JAX and NumPyro."""
+
+from . import kernels as kernels
+from .kde import KernelDependencyEstimator as KernelDependencyEstimator
+from .kde import KNNDependencyEstimator as KNNDependencyEstimator
+from .kde_cv import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
+from .kpca import KernelPCA as KernelPCA
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "kernels",
+    "KernelDependencyEstimator",
+    "KernelDependencyEstimatorCV",
+    "KNNDependencyEstimator",
+    "KernelPCA",
+]

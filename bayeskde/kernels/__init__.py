@@ -1,0 +1,51 @@
+"""Pure Gram-matrix functions and kernel-matrix algebra."""
+
+from .algebra import alignment as alignment
+from .algebra import center_cross_kernel as center_cross_kernel
+from .algebra import center_diagonal as center_diagonal
+from .algebra import center_kernel as center_kernel
+from .algebra import centered_alignment as centered_alignment
+from .algebra import distance_to_kernel as distance_to_kernel
+from .algebra import frobenius as frobenius
+from .algebra import hsic as hsic
+from .algebra import kernel_distances as kernel_distances
+from .algebra import kernel_rbf_map as kernel_rbf_map
+from .algebra import median_heuristic as median_heuristic
+from .algebra import normalize_kernel as normalize_kernel
+from .base import delta_kernel as delta_kernel
+from .base import gamma_to_sigma as gamma_to_sigma
+from .base import linear_kernel as linear_kernel
+from .base import polynomial_kernel as polynomial_kernel
+from .base import rbf_kernel as rbf_kernel
+from .base import regression_kernel as regression_kernel
+from .base import sigma_to_gamma as sigma_to_gamma
+from .base import squared_distances as squared_distances
+from .registry import KERNEL_NAMES as KERNEL_NAMES
+from .registry import Kernel as Kernel
+from .registry import make_kernel as make_kernel
+
+__all__ = [
+    "alignment",
+    "center_cross_kernel",
+    "center_diagonal",
+    "center_kernel",
+    "centered_alignment",
+    "distance_to_kernel",
+    "frobenius",
+    "hsic",
+    "kernel_distances",
+    "kernel_rbf_map",
+    "median_heuristic",
+    "normalize_kernel",
+    "delta_kernel",
+    "gamma_to_sigma",
+    "linear_kernel",
+    "polynomial_kernel",
+    "rbf_kernel",
+    "regression_kernel",
+    "sigma_to_gamma",
+    "squared_distances",
+    "KERNEL_NAMES",
+    "Kernel",
+    "make_kernel",
+]
