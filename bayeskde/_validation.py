@@ -84,7 +84,7 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
             f"{name} must be {ndim}-dimensional, got shape {arr.shape}"
         )
     if not allow_empty and arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape}); need at least one value")
+        raise ValueError(f"{name} is empty (shape {arr.shape}); need at least one")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     return jnp.asarray(arr, dtype=_float_dtype())

@@ -143,7 +143,7 @@ def kernel_loss(kernel, Y_true, Y_pred, params=None) -> Float[Array, " n"]:
 
 def _check_kind(X, X_fit, name):
     if isinstance(X, tuple) != isinstance(X_fit, tuple):
-        raise TypeError(f"{name} must be of the same kind (strings or arrays) as in fit")
+        raise TypeError(f"{name} must be of the kind (strings or arrays) seen in fit")
     if not isinstance(X, tuple) and X.shape[1] != X_fit.shape[1]:
         raise ValueError(
             f"{name} has {X.shape[1]} features, but the estimator was fitted with "
@@ -323,7 +323,9 @@ class KernelDependencyEstimator(_DependencyBase):
         if self.preimage == "fixed_point" and (
             name != "rbf" or "rbf_sigma" in self.output_kernel_.params
         ):
-            raise ValueError(f"preimage='fixed_point' needs output_kernel 'rbf', got {name!r}")
+            raise ValueError(
+                f"preimage='fixed_point' needs output_kernel 'rbf', got {name!r}"
+            )
         self.ridge_ = ridge
         self.fit_ = fit_kde(K, L, ridge, self.n_components)
         self.candidate_proj_ = self._setup_candidates(self.fit_.kpca, L)

@@ -351,7 +351,7 @@ class KernelDependencyEstimatorCV(BaseEstimator):
         gi, ri = self.cv_result_.best
         params = {**kx.params, **grid[gi]} if kx.name != "callable" else None
         if kx.name == "rbf" and "sigma" in grid[gi]:
-            params.pop("gamma", None)
+            params = kx.with_params(**grid[gi]).params
         self.grid_ = grid
         self.best_params_ = {
             "input_kernel_params": params, "ridge": float(self.ridges[ri])

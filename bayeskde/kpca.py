@@ -137,7 +137,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     Examples:
         >>> import numpy as np
         >>> X = np.random.default_rng(0).normal(size=(20, 3))
-        >>> KernelPCA(2, kernel="rbf", kernel_params={"gamma": 0.5}).fit_transform(X).shape
+        >>> kpca = KernelPCA(2, kernel="rbf", kernel_params={"gamma": 0.5})
+        >>> kpca.fit_transform(X).shape
         (20, 2)
     """
 
@@ -192,7 +193,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         else:
             X = check_data(X, "X")
             if isinstance(X, tuple) != isinstance(self.X_fit_, tuple):
-                raise TypeError("X must be of the same kind (strings or arrays) as in fit")
+                raise TypeError("X must be of the kind (strings or arrays) seen in fit")
             if not isinstance(X, tuple) and X.shape[1] != self.X_fit_.shape[1]:
                 raise ValueError(
                     f"X has {X.shape[1]} features, but KernelPCA was fitted with "

@@ -202,7 +202,10 @@ class Kernel:
         """A copy with some parameters replaced (validated again)."""
         if self.name == "callable":
             raise TypeError("a callable kernel has no parameters to update")
-        return make_kernel(self.name, {**self.params, **updates})
+        params = dict(self.params)
+        if self.name == "rbf" and "sigma" in updates:
+            params.pop("gamma", None)  # sigma replaces the stored gamma
+        return make_kernel(self.name, {**params, **updates})
 
 
 def make_kernel(kernel, params: Mapping[str, Any] | None = None) -> Kernel:
