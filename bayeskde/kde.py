@@ -30,6 +30,7 @@ from jaxtyping import Array, Float
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._typing import ArrayLike
 from ._validation import (
     as_float_array,
     check_data,
@@ -78,7 +79,7 @@ def _ridge_solve(K, T, lam):
 
 
 def ridge_solve(
-    K: Float[Array, "n n"], T: Float[Array, "n p"], ridge: float
+    K: Float[ArrayLike, "n n"], T: Float[ArrayLike, "n p"], ridge: float
 ) -> Float[Array, "n p"]:
     """Solve (K + n ridge I) B = T by one Cholesky factorisation for all p columns.
 
@@ -100,8 +101,8 @@ def ridge_solve(
 
 
 def fit_kde(
-    K: Float[Array, "n n"],
-    L: Float[Array, "n n"],
+    K: Float[ArrayLike, "n n"],
+    L: Float[ArrayLike, "n n"],
     ridge: float,
     n_components: int | None = None,
 ) -> KDEFit:
@@ -334,7 +335,8 @@ class KernelDependencyEstimator(_DependencyBase):
 
     def predict_features(self, X) -> Float[Array, "n_test n_components"]:
         """The predicted output projections (f_1(x), ..., f_p(x))."""
-        return predict_kde_features(self.fit_, self._test_kernel(X))
+        K_test = self._test_kernel(X)  # checks fitted-ness first
+        return predict_kde_features(self.fit_, K_test)
 
     def predict(self, X):
         """Predict outputs of the training outputs' kind (array or list of strings)."""

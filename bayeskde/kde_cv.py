@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted
 
+from ._typing import ArrayLike
 from ._validation import as_float_array, check_positive
 from .kde import KernelDependencyEstimator
 from .kernels.algebra import kernel_distances
@@ -125,11 +126,11 @@ def _check_grid(K_grid, L, loss):
 
 
 def kde_cv_losses(
-    K_grid: Float[Array, "n_params n n"],
-    L: Float[Array, "n n"],
+    K_grid: Float[ArrayLike, "n_params n n"],
+    L: Float[ArrayLike, "n n"],
     ridges: Sequence[float] = PAPER_RIDGES,
     folds: Sequence[tuple[np.ndarray, np.ndarray]] | int = 5,
-    loss: Float[Array, "n n"] | None = None,
+    loss: Float[ArrayLike, "n n"] | None = None,
     n_components: int | None = None,
 ) -> CVResult:
     """Cross-validated KDE losses over input Grams x ridges (candidate pre-images).
@@ -188,11 +189,11 @@ def _knn_fold(K_tr_diag, K_va_tr, L_tr, loss_va, ks_onehot):
 
 
 def knn_cv_losses(
-    K: Float[Array, "n n"],
-    L: Float[Array, "n n"],
+    K: Float[ArrayLike, "n n"],
+    L: Float[ArrayLike, "n n"],
     ks: Sequence[int] = (1, 3, 5, 7, 9),
     folds: Sequence[tuple[np.ndarray, np.ndarray]] | int = 5,
-    loss: Float[Array, "n n"] | None = None,
+    loss: Float[ArrayLike, "n n"] | None = None,
 ) -> CVResult:
     """Cross-validated losses of the general-output k-NN for each k.
 

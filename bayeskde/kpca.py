@@ -24,6 +24,7 @@ from jaxtyping import Array, Float
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._typing import ArrayLike
 from ._validation import as_float_array, check_data, check_integer
 from .kernels.algebra import center_kernel
 from .kernels.registry import make_kernel
@@ -73,7 +74,7 @@ _kernel_pca_jit = jax.jit(_kernel_pca, static_argnames="n_components")
 
 
 def kernel_pca(
-    K: Float[Array, "n_samples n_samples"], n_components: int | None = None
+    K: Float[ArrayLike, "n_samples n_samples"], n_components: int | None = None
 ) -> KPCAResult:
     """Kernel PCA of a Gram matrix (Schölkopf et al. 1998, sec. 4.1; eq. (16)).
 

@@ -89,11 +89,11 @@ class FixedPointResult(NamedTuple):
 
 def _fixed_point_one(g, z0, Y, gamma, n_iter, tol):
     def score(z):  # <Phi(z), Psi>; ||Phi(z) - Psi||^2 = 1 - 2 score + const
-        return g @ jnp.exp(-gamma * jnp.sum((Y - z) ** 2, axis=1))
+        return g @ jnp.exp(-gamma * jnp.sum((Y - z[None, :]) ** 2, axis=1))
 
     def _step(carry, _):
         z, stalled = carry
-        w = g * jnp.exp(-gamma * jnp.sum((Y - z) ** 2, axis=1))
+        w = g * jnp.exp(-gamma * jnp.sum((Y - z[None, :]) ** 2, axis=1))
         den = jnp.sum(w)
         bad = jnp.abs(den) < tol
         z_new = jnp.where(bad | stalled, z, (w @ Y) / jnp.where(bad, 1.0, den))

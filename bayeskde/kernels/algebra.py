@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._typing import ArrayLike
 from .._validation import as_float_array, check_positive
 
 __all__ = [
@@ -113,7 +114,9 @@ def _alignment(K1, K2):
     return frobenius(K1, K2) / jnp.sqrt(frobenius(K1, K1) * frobenius(K2, K2))
 
 
-def alignment(K1: Float[Array, "n n"], K2: Float[Array, "n n"]) -> Float[Array, ""]:
+def alignment(
+    K1: Float[ArrayLike, "n1 m1"], K2: Float[ArrayLike, "n2 m2"]
+) -> Float[Array, ""]:
     """Kernel alignment A(K1, K2) = <K1, K2>_F / sqrt(<K1, K1>_F <K2, K2>_F).
 
     Cristianini et al. (2001); used by Weston et al. (2002), section 4.3.
@@ -141,7 +144,9 @@ def _hsic(K, L):
     return frobenius(center_kernel(K), L) / (m - 1) ** 2
 
 
-def hsic(K: Float[Array, "n n"], L: Float[Array, "n n"]) -> Float[Array, ""]:
+def hsic(
+    K: Float[ArrayLike, "n1 m1"], L: Float[ArrayLike, "n2 m2"]
+) -> Float[Array, ""]:
     """Biased HSIC estimator (m - 1)^-2 tr(K H L H) (Gretton et al. 2005).
 
     Cost: O(m^2) time and memory.
@@ -166,8 +171,8 @@ def _distance_to_kernel(D, c):
 
 
 def distance_to_kernel(
-    D: Float[Array, "n n"], c: Float[Array, " n"] | None = None
-) -> Float[Array, "n n"]:
+    D: Float[ArrayLike, "n1 n2"], c: Float[ArrayLike, " n3"] | None = None
+) -> Float[Array, "n1 n1"]:
     """Embed a distance matrix as a kernel, Weston et al. (2002) eq. (5).
 
     l_ij = -1/2 (D_ij^2 - sum_p c_p D_ip^2 - sum_q c_q D_qj^2 + sum_pq c_p c_q D_pq^2)
@@ -210,9 +215,9 @@ def _kernel_rbf_map(K, diag_a, diag_b, sigma):
 
 
 def kernel_rbf_map(
-    K: Float[Array, "n_a n_b"],
-    diag_a: Float[Array, " n_a"],
-    diag_b: Float[Array, " n_b"],
+    K: Float[ArrayLike, "n_a n_b"],
+    diag_a: Float[ArrayLike, " n_a"],
+    diag_b: Float[ArrayLike, " n_b"],
     sigma: float,
 ) -> Float[Array, "n_a n_b"]:
     """RBF map on top of any kernel: exp(-(k(x,x) + k(y,y) - 2 k(x,y)) / (2 sigma^2)).
