@@ -126,11 +126,11 @@ def _check_grid(K_grid, L, loss):
 
 
 def kde_cv_losses(
-    K_grid: Float[ArrayLike, "n_params n n"],
-    L: Float[ArrayLike, "n n"],
+    K_grid: Float[ArrayLike, "*grid n_a n_b"],
+    L: Float[ArrayLike, "n_c n_d"],
     ridges: Sequence[float] = PAPER_RIDGES,
     folds: Sequence[tuple[np.ndarray, np.ndarray]] | int = 5,
-    loss: Float[ArrayLike, "n n"] | None = None,
+    loss: Float[ArrayLike, "n_e n_f"] | None = None,
     n_components: int | None = None,
 ) -> CVResult:
     """Cross-validated KDE losses over input Grams x ridges (candidate pre-images).
@@ -189,11 +189,11 @@ def _knn_fold(K_tr_diag, K_va_tr, L_tr, loss_va, ks_onehot):
 
 
 def knn_cv_losses(
-    K: Float[ArrayLike, "n n"],
-    L: Float[ArrayLike, "n n"],
+    K: Float[ArrayLike, "n_a n_b"],
+    L: Float[ArrayLike, "n_c n_d"],
     ks: Sequence[int] = (1, 3, 5, 7, 9),
     folds: Sequence[tuple[np.ndarray, np.ndarray]] | int = 5,
-    loss: Float[ArrayLike, "n n"] | None = None,
+    loss: Float[ArrayLike, "n_e n_f"] | None = None,
 ) -> CVResult:
     """Cross-validated losses of the general-output k-NN for each k.
 

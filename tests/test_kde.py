@@ -25,8 +25,9 @@ def test_linear_output_kernel_is_multi_output_kernel_ridge(data):
     # Weston et al. sec 3: with the linear output kernel KDE is ridge regression.
     X, Y = data
     m, gamma = len(X), 1e-2
-    kde = KernelDependencyEstimator("rbf", {"gamma": 2.0}, "linear", ridge=gamma,
-                                    preimage="linear").fit(X, Y)
+    kde = KernelDependencyEstimator(
+        "rbf", {"gamma": 2.0}, "linear", ridge=gamma, preimage="linear"
+    ).fit(X, Y)
     ref = KernelRidge(alpha=m * gamma, kernel="rbf", gamma=2.0).fit(X, Y - Y.mean(0))
     Z = np.random.default_rng(1).uniform(-1, 1, size=(7, 2))
     np.testing.assert_allclose(kde.predict(Z), ref.predict(Z) + Y.mean(0), atol=ATOL)
@@ -35,8 +36,9 @@ def test_linear_output_kernel_is_multi_output_kernel_ridge(data):
 def test_candidate_preimage_equals_sklearn_composition(data):
     X, Y = data
     m, gamma, gx, gy = len(X), 1e-3, 1.5, 0.8
-    kde = KernelDependencyEstimator("rbf", {"gamma": gx}, "rbf", {"gamma": gy},
-                                    n_components=10, ridge=gamma).fit(X, Y)
+    kde = KernelDependencyEstimator(
+        "rbf", {"gamma": gx}, "rbf", {"gamma": gy}, n_components=10, ridge=gamma
+    ).fit(X, Y)
     kp = SKKernelPCA(10, kernel="rbf", gamma=gy, eigen_solver="dense").fit(Y)
     T = kp.transform(Y)
     Z = np.random.default_rng(2).uniform(-1, 1, size=(25, 2))
@@ -54,8 +56,9 @@ def test_full_rank_projection_distance_is_feature_distance(data):
     from bayeskde.preimage import feature_weights
 
     X, Y = data
-    kde = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5},
-                                    ridge=1e-3).fit(X, Y)
+    kde = KernelDependencyEstimator(
+        "rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5}, ridge=1e-3
+    ).fit(X, Y)
     Z = np.random.default_rng(3).uniform(-1, 1, size=(20, 2))
     g = np.asarray(feature_weights(kde.fit_.kpca, kde.predict_features(Z)))
     L = rbf_kernel(Y, gamma=0.5)
@@ -65,12 +68,18 @@ def test_full_rank_projection_distance_is_feature_distance(data):
 
 def test_fixed_point_preimage_improves_on_candidates(data):
     X, Y = data
-    kde = KernelDependencyEstimator("rbf", {"gamma": 3.0}, "rbf", {"gamma": 0.5},
-                                    ridge=1e-4, preimage="fixed_point").fit(X, Y)
+    kde = KernelDependencyEstimator(
+        "rbf", {"gamma": 3.0}, "rbf", {"gamma": 0.5}, ridge=1e-4, preimage="fixed_point"
+    ).fit(X, Y)
     Z = np.random.default_rng(4).uniform(-1, 1, size=(15, 2))
     z = kde.predict(Z)
-    cand = KernelDependencyEstimator("rbf", {"gamma": 3.0}, "rbf", {"gamma": 0.5},
-                                     ridge=1e-4).fit(X, Y).predict(Z)
+    cand = (
+        KernelDependencyEstimator(
+            "rbf", {"gamma": 3.0}, "rbf", {"gamma": 0.5}, ridge=1e-4
+        )
+        .fit(X, Y)
+        .predict(Z)
+    )
     from bayeskde.preimage import feature_weights
 
     g = np.asarray(feature_weights(kde.fit_.kpca, kde.predict_features(Z)))
@@ -115,9 +124,12 @@ def test_outputs_keep_their_kind(rng):
 def test_precomputed_kernels(data):
     X, Y = data
     Z = X[:6] + 0.01
-    a = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5}).fit(X, Y)
+    a = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5}).fit(
+        X, Y
+    )
     b = KernelDependencyEstimator("precomputed", None, "precomputed").fit(
-        rbf_kernel(X, gamma=1.0), rbf_kernel(Y, gamma=0.5))
+        rbf_kernel(X, gamma=1.0), rbf_kernel(Y, gamma=0.5)
+    )
     idx = b.predict(rbf_kernel(Z, X, gamma=1.0))
     np.testing.assert_array_equal(a.predict(Z), Y[idx])
 
@@ -125,8 +137,9 @@ def test_precomputed_kernels(data):
 def test_user_candidates(data):
     X, Y = data
     C = Y[::2] + 0.05
-    kde = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5},
-                                    candidates=C).fit(X, Y)
+    kde = KernelDependencyEstimator(
+        "rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5}, candidates=C
+    ).fit(X, Y)
     pred = kde.predict(X[:10])
     assert all(any(np.allclose(p, c) for c in C) for p in pred)
 
@@ -152,8 +165,11 @@ def test_sklearn_api(data):
 def test_kernel_loss_values():
     y = np.array([[0.0], [1.0]])
     yh = np.array([[0.0], [0.0]])
-    np.testing.assert_allclose(kernel_loss("rbf", y, yh, {"gamma": 0.5}),
-                               [0.0, 2 - 2 * np.exp(-0.5)], rtol=1e-6)
+    np.testing.assert_allclose(
+        kernel_loss("rbf", y, yh, {"gamma": 0.5}),
+        [0.0, 2 - 2 * np.exp(-0.5)],
+        rtol=1e-6,
+    )
     np.testing.assert_allclose(kernel_loss("delta", [1, 2], [1, 3]), [0.0, 1.0])
 
 
