@@ -20,6 +20,7 @@ cross-validation lives in :mod:`bayeskde.kde_cv`.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -142,6 +143,12 @@ def kernel_loss(kernel, Y_true, Y_pred, params=None) -> Float[Array, " n"]:
     return jnp.maximum(k.diag(Y_true) + k.diag(Y_pred) - 2.0 * cross, 0.0)
 
 
+@functools.partial(jax.jit, static_argnames="k")
+def _nearest(train_diag, K_test, k):
+    # top_k is O(m k) per row, against O(m log m) for a full argsort.
+    return jax.lax.top_k(2.0 * K_test - train_diag[None, :], k)[1]
+
+
 def _check_kind(X, X_fit, name):
     if isinstance(X, tuple) != isinstance(X_fit, tuple):
         raise TypeError(f"{name} must be of the kind (strings or arrays) seen in fit")
@@ -191,7 +198,11 @@ class _DependencyBase(BaseEstimator):
             K = self.input_kernel_.gram(self.X_fit_)
         return K, L
 
-    def _test_kernel(self, X):
+    #: Test rows whose cross-kernel is held at once: predict streams blocks of
+    #: this many rows, so memory is O(batch_size m), not O(n_test m).
+    batch_size = 4096
+
+    def _validate_test(self, X):
         check_is_fitted(self, "n_samples_fit_")
         if self.input_kernel_.precomputed:
             K = as_float_array(X, "X", ndim=2)
@@ -203,7 +214,18 @@ class _DependencyBase(BaseEstimator):
             return K
         X = check_data(X, "X")
         _check_kind(X, self.X_fit_, "X")
-        return self.input_kernel_.gram(X, self.X_fit_)
+        return X
+
+    def _cross_kernels(self, X):
+        """Yield the test-versus-training kernel block by block of test rows."""
+        X = self._validate_test(X)
+        n = len(X) if isinstance(X, tuple) else X.shape[0]
+        for start in range(0, n, self.batch_size):
+            block = X[start : start + self.batch_size]
+            yield (
+                block if self.input_kernel_.precomputed
+                else self.input_kernel_.gram(block, self.X_fit_)
+            )
 
     def _outputs(self, idx):
         idx = np.asarray(idx)
@@ -335,29 +357,41 @@ class KernelDependencyEstimator(_DependencyBase):
 
     def predict_features(self, X) -> Float[Array, "n_test n_components"]:
         """The predicted output projections (f_1(x), ..., f_p(x))."""
-        K_test = self._test_kernel(X)  # checks fitted-ness first
-        return predict_kde_features(self.fit_, K_test)
+        return jnp.concatenate(
+            [predict_kde_features(self.fit_, K) for K in self._cross_kernels(X)]
+        )
 
-    def predict(self, X):
-        """Predict outputs of the training outputs' kind (array or list of strings)."""
-        F = self.predict_features(X)
+    def _predict_block(self, K_test):
+        F = predict_kde_features(self.fit_, K_test)
         if self.preimage == "linear":
-            return np.asarray(linear_preimage(self.fit_.kpca, F, self.Y_fit_))
+            return np.asarray(linear_preimage(self.fit_.kpca, F, self.Y_fit_)), None
         idx = nearest_candidates(F, self.candidate_proj_)
         if self.preimage == "candidates":
-            return self._outputs(idx)
-        z0 = (
-            jnp.asarray(self._cand_out, self.Y_fit_.dtype).reshape(
+            return np.asarray(idx), None
+        cands = (
+            self.Y_fit_ if self._cand_out is None
+            else jnp.asarray(self._cand_out, self.Y_fit_.dtype).reshape(
                 len(self._cand_out), -1)
-            if self._cand_out is not None
-            else self.Y_fit_
-        )[idx]
+        )
         res = fixed_point_preimage(
-            self.fit_.kpca, F, self.Y_fit_, z0,
+            self.fit_.kpca, F, self.Y_fit_, cands[idx],
             self.output_kernel_.params["gamma"], int(self.fixed_point_iter),
         )
-        self.fixed_point_fallback_ = np.asarray(res.used_fallback)
-        return np.asarray(res.preimages)
+        return np.asarray(res.preimages), np.asarray(res.used_fallback)
+
+    def predict(self, X):
+        """Predict outputs of the training outputs' kind (array or list of strings).
+
+        With ``preimage="fixed_point"`` the attribute ``fixed_point_fallback_``
+        marks the test points where the best candidate was kept.
+        """
+        parts = [self._predict_block(K) for K in self._cross_kernels(X)]
+        out = np.concatenate([p for p, _ in parts])
+        if self.preimage == "candidates":
+            return self._outputs(out)
+        if self.preimage == "fixed_point":
+            self.fixed_point_fallback_ = np.concatenate([f for _, f in parts])
+        return out
 
 
 class KNNDependencyEstimator(_DependencyBase):
@@ -413,9 +447,10 @@ class KNNDependencyEstimator(_DependencyBase):
         Ranks by k(x_i, x_i) - 2 k(x, x_i): the test point's own k(x, x) is the
         same for every neighbour, so precomputed cross-kernels suffice.
         """
-        K = self._test_kernel(X)
-        D = self.train_diag_[None, :] - 2.0 * K
-        return np.asarray(jnp.argsort(D, axis=1)[:, : self.n_neighbors_])
+        return np.concatenate([
+            np.asarray(_nearest(self.train_diag_, K, self.n_neighbors_))
+            for K in self._cross_kernels(X)
+        ])
 
     def predict(self, X):
         """Predict outputs of the training outputs' kind."""

@@ -218,3 +218,18 @@ def test_bad_input(data):
         KNNDependencyEstimator(1.5).fit(X, Y)
     with pytest.raises(NotFittedError):
         KNNDependencyEstimator().predict(X)
+
+
+@pytest.mark.parametrize("preimage", ["candidates", "fixed_point"])
+def test_blocked_prediction_equals_whole(data, preimage):
+    X, Y = data
+    Z = np.random.default_rng(6).uniform(-1, 1, size=(23, 2))
+    est = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5},
+                                    preimage=preimage).fit(X, Y)
+    whole = est.predict(Z)
+    est.batch_size = 7
+    np.testing.assert_allclose(est.predict(Z), whole, rtol=1e-6)
+    knn = KNNDependencyEstimator(3, "rbf", {"gamma": 1.0}, "rbf", None).fit(X, Y)
+    nb = knn.kneighbors(Z)
+    knn.batch_size = 5
+    np.testing.assert_array_equal(knn.kneighbors(Z), nb)
