@@ -14,6 +14,7 @@ pre-images drawn from the training outputs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -26,11 +27,11 @@ from sklearn.model_selection import KFold
 from sklearn.utils.validation import check_is_fitted
 
 from ._typing import ArrayLike
-from ._validation import as_float_array, check_positive
+from ._validation import as_float_array, check_integer, check_positive
 from .kde import KernelDependencyEstimator
-from .kernels.algebra import kernel_distances
+from .kernels.algebra import center_kernel, kernel_distances
 from .kernels.registry import make_kernel
-from .kpca import kernel_pca, kpca_transform
+from .kpca import _kernel_pca, kpca_transform
 
 __all__ = [
     "PAPER_SIGMAS",
@@ -74,28 +75,48 @@ def loss_matrix_from_kernel(L: Float[Array, "n n"]) -> Float[Array, "n n"]:
     return kernel_distances(L, d, d)
 
 
-def _fold_eval(K_tr, K_va, T, loss_va, ridges):
-    """Mean validation loss for every ridge, from one eigendecomposition of K_tr."""
-    n = K_tr.shape[0]
+def _setting_eval(K_tr, K_va, P, loss_va, ridges):
+    """Mean validation loss for every ridge, from one eigendecomposition of K_tr.
+
+    With T the training projections and P = T T^T, the predicted projections are
+    F = K_va U D U^T T with D = diag(1 / (S + m gamma)), and the nearest-projection
+    search needs only F T^T = (K_va U) D (U^T P): one (v x m)(m x m) product per
+    ridge value.
+    """
+    m = K_tr.shape[0]
     S, U = jnp.linalg.eigh(0.5 * (K_tr + K_tr.T))
     S = jnp.maximum(S, 0.0)
     A = K_va @ U
-    B = U.T @ T
-    t2 = jnp.sum(T * T, axis=1)
+    C = U.T @ P
+    t2 = jnp.diagonal(P)
 
     def one_ridge(lam):
-        F = (A / (S + n * lam)[None, :]) @ B
-        d = t2[None, :] - 2.0 * F @ T.T  # ||F - T_j||^2 up to a per-row constant
-        idx = jnp.argmin(d, axis=1)
+        G = (A / (S + m * lam)[None, :]) @ C  # = F T^T
+        idx = jnp.argmin(t2[None, :] - 2.0 * G, axis=1)  # ||F - T_j||^2 + const
         return jnp.mean(jnp.take_along_axis(loss_va, idx[:, None], axis=1))
 
     return jax.vmap(one_ridge)(ridges)
 
 
-@jax.jit
-def _fold_grid(Ks_tr, Ks_va, T, loss_va, ridges):
-    return jax.vmap(_fold_eval, in_axes=(0, 0, None, None, None))(
-        Ks_tr, Ks_va, T, loss_va, ridges
+def _fold_eval(K_grid, L, loss, tr, va, ridges, n_components):
+    L_tr = L[tr][:, tr]
+    if n_components is None:
+        # All components: T T^T is the centred output Gram itself, no eigh needed.
+        P = center_kernel(L_tr)
+    else:
+        T = kpca_transform(_kernel_pca(L_tr, n_components), L_tr)
+        P = T @ T.T
+    return jax.vmap(_setting_eval, in_axes=(0, 0, None, None, None))(
+        K_grid[:, tr][:, :, tr], K_grid[:, va][:, :, tr], P, loss[va][:, tr], ridges
+    )
+
+
+@functools.partial(jax.jit, static_argnames="n_components")
+def _fold_group(K_grid, L, loss, trs, vas, ridges, n_components):
+    # lax.map runs the folds in one dispatch with the memory of one fold.
+    return jax.lax.map(
+        lambda f: _fold_eval(K_grid, L, loss, f[0], f[1], ridges, n_components),
+        (trs, vas),
     )
 
 
@@ -146,25 +167,28 @@ def kde_cv_losses(
     Returns:
         :class:`CVResult` with ``mean_loss`` of shape ``(n_params, n_ridges)``.
 
-    Cost: per fold, O(n^3) for the output KPCA and O(n_params n^3) for the input
-    eigendecompositions; each ridge adds O(n_params n^2 p).
+    Cost: per fold O(n_params m^3) for the input eigendecompositions (m training
+    points), O(m^3) for the output KPCA only when ``n_components`` is set, and
+    O(n_params v m^2) per ridge value (v validation points); memory O(n_params m^2).
     """
     K_grid, L, loss = _check_grid(K_grid, L, loss)
     ridges = jnp.asarray([check_positive(r, "ridges") for r in ridges], K_grid.dtype)
     n = K_grid.shape[1]
     folds = kfold_indices(n, folds) if isinstance(folds, int) else list(folds)
-    out = []
-    for tr, va in folds:
-        L_tr = L[tr][:, tr]
-        p = None if n_components is None else min(int(n_components), len(tr))
-        kp = kernel_pca(L_tr, p)
-        T = kpca_transform(kp, L_tr)
-        out.append(
-            _fold_grid(
-                K_grid[:, tr][:, :, tr], K_grid[:, va][:, :, tr], T,
-                loss[va][:, tr], ridges,
-            )
-        )
+    p = None if n_components is None else check_integer(
+        n_components, "n_components", minimum=1,
+        maximum=min(len(tr) for tr, _ in folds))
+    # Folds of equal sizes share one compiled call (k-fold sizes differ by <= 1).
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (tr, va) in enumerate(folds):
+        groups.setdefault((len(tr), len(va)), []).append(i)
+    out = [None] * len(folds)
+    for members in groups.values():
+        trs = jnp.asarray(np.stack([folds[i][0] for i in members]))
+        vas = jnp.asarray(np.stack([folds[i][1] for i in members]))
+        res = _fold_group(K_grid, L, loss, trs, vas, ridges, p)
+        for j, i in enumerate(members):
+            out[i] = res[j]
     return _summarise(out)
 
 

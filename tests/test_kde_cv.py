@@ -10,7 +10,7 @@ from bayeskde import (
 )
 from bayeskde.kde import kernel_loss
 from bayeskde.kde_cv import (
-    _fold_grid,
+    _fold_group,
     input_gram_grid,
     kde_cv_losses,
     kfold_indices,
@@ -29,19 +29,21 @@ def data(rng):
     return X, Y
 
 
-def test_kde_cv_equals_refitting_every_setting(data):
+@pytest.mark.parametrize("p", [None, 4])
+def test_kde_cv_equals_refitting_every_setting(data, p):
     # Oracle: refit KernelDependencyEstimator on every (sigma, ridge, fold).
     X, Y = data
     gammas, ridges = [0.3, 3.0], [1e-3, 1e-1]
     K_grid = np.stack([rbf_kernel(X, gamma=g) for g in gammas])
     L = rbf_kernel(Y, gamma=0.5)
-    res = kde_cv_losses(K_grid, L, ridges, folds=3)
+    res = kde_cv_losses(K_grid, L, ridges, folds=3, n_components=p)
     folds = kfold_indices(30, 3)
     for a, g in enumerate(gammas):
         for b, r in enumerate(ridges):
             for f, (tr, va) in enumerate(folds):
                 est = KernelDependencyEstimator("rbf", {"gamma": g}, "rbf",
-                                                {"gamma": 0.5}, ridge=r)
+                                                {"gamma": 0.5}, ridge=r,
+                                                n_components=p)
                 pred = est.fit(X[tr], Y[tr]).predict(X[va])
                 ref = float(np.mean(kernel_loss("rbf", Y[va], pred, {"gamma": 0.5})))
                 assert res.fold_losses[f, a, b] == pytest.approx(ref, rel=RTOL,
@@ -110,9 +112,9 @@ def test_no_recompilation_across_calls(data):
     K_grid = np.stack([rbf_kernel(X, gamma=g) for g in (0.5, 2.0)])
     L = rbf_kernel(Y)
     kde_cv_losses(K_grid, L, [1e-3, 1e-2], folds=3)
-    n = _fold_grid._cache_size()
+    n = _fold_group._cache_size()
     kde_cv_losses(K_grid * 0.9, L, [1e-2, 1e-1], folds=3)
-    assert _fold_grid._cache_size() == n
+    assert _fold_group._cache_size() == n
 
 
 def test_bad_input(data):

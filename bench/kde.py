@@ -1,0 +1,338 @@
+"""Cross-validated KDE on the digit reconstruction task: bayeskde vs scikit-learn.
+
+Weston et al. (2002), section 4.3: predict the bottom half of an 8x8 digit from its
+top half. Data: scikit-learn's bundled digits, the first 100 images of each digit
+in the data set's order, pixels / 16, top 4 rows (32 pixels) -> bottom 4 rows. The
+training set is the first ``--n-train`` of those 1000 images (200: the first block
+of a contiguous 5-fold split). The CV grid is a contiguous 5-fold CV on that set
+over the input RBF width sigma in PAPER_SIGMAS x (median input distance), 7 values,
+times the ridge gamma in PAPER_RIDGES, 6 values. The output kernel is an RBF with a
+fixed width, the median output distance; the pre-images are the training outputs
+of the fold and the loss is ||Phi(y) - Phi(y_hat)||^2 = 2 - 2 l(y, y_hat).
+
+Both sides get the same folds and the same grid:
+
+- bayeskde: the 7 input Grams (``input_gram_grid``), the output Gram, then
+  ``kde_cv_losses`` (one eigendecomposition per (sigma, fold), every ridge reusing
+  it). A first call is timed apart (``bayeskde_warmup_s``; ``bayeskde_compile_s``
+  is it minus the median run); the timed runs include building the Grams.
+- scikit-learn: per fold ``KernelPCA(kernel="rbf", n_components=None)`` on the
+  training outputs (all components with non-zero eigenvalue, as bayeskde keeps),
+  then for every (sigma, ridge) ``KernelRidge(alpha=m_train * gamma, kernel="rbf")``
+  onto the projections, the nearest training projection (``pairwise_distances``)
+  and its output-kernel loss.
+
+The check runs in float64 (this script, never the library, turns on x64): the same
+selected (sigma, ridge), and the largest relative difference of the mean-loss grids.
+
+Also timed, not part of the comparison proper: bayeskde in float32, and a fused
+prototype (``run_fused``, bench-only code) of what a faster ``kde_cv_losses`` could
+do: the whole grid in one compiled call, fold gathers inside it, and no output
+eigendecomposition (with all components only T T^T = H L H is needed). Times are
+medians of interleaved runs (wall, plus process CPU time, which shrugs off other
+load on a shared machine); BLAS/LAPACK threads are capped at ``--blas-threads``
+(default 1) on both sides. Prints one JSON line; ``--profile`` adds a second with
+where bayeskde's time goes.
+
+Run: ``python bench/kde.py [--repeats 3] [--n-train 200] [--blas-threads 1]
+[--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.decomposition import KernelPCA
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.metrics import pairwise_distances
+from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
+
+from bayeskde.kde_cv import (
+    PAPER_RIDGES,
+    PAPER_SIGMAS,
+    input_gram_grid,
+    kde_cv_losses,
+    kfold_indices,
+)
+from bayeskde.kernels.base import squared_distances
+from bayeskde.kernels.registry import make_kernel
+
+# The check runs in float64; the bench script (never the library) turns it on.
+jax.config.update("jax_enable_x64", True)
+
+N_FOLDS = 5
+
+
+def digit_halves(n_per_digit: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """Top and bottom halves (32 pixels each) of the first images of each digit."""
+    digits = load_digits()
+    keep = np.sort(np.concatenate([
+        np.flatnonzero(digits.target == k)[:n_per_digit] for k in range(10)
+    ]))
+    images = digits.images[keep] / 16.0
+    n = len(keep)
+    return images[:, :4].reshape(n, 32), images[:, 4:].reshape(n, 32)
+
+
+def median_distance(Z: np.ndarray) -> float:
+    """Median pairwise Euclidean distance (the fixed widths; not timed)."""
+    d = pairwise_distances(Z)
+    return float(np.median(d[np.triu_indices(len(Z), k=1)]))
+
+
+def run_bayeskde(X, Y, sigmas, gamma_y, folds):
+    """The whole CV grid with bayeskde, Gram construction included."""
+    K_grid = input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X)
+    L = make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y))
+    return kde_cv_losses(K_grid, L, PAPER_RIDGES, folds).mean_loss
+
+
+def run_sklearn(X, Y, sigmas, gamma_y, folds):
+    """The same grid as a composition of scikit-learn estimators."""
+    losses = np.zeros((len(folds), len(sigmas), len(PAPER_RIDGES)))
+    for f, (tr, va) in enumerate(folds):
+        m = len(tr)
+        T = KernelPCA(kernel="rbf", gamma=gamma_y).fit_transform(Y[tr])
+        for i, s in enumerate(sigmas):
+            for j, ridge in enumerate(PAPER_RIDGES):
+                krr = KernelRidge(alpha=m * ridge, kernel="rbf", gamma=0.5 / s**2)
+                F = krr.fit(X[tr], T).predict(X[va])
+                idx = pairwise_distances(F, T).argmin(axis=1)
+                d2 = np.sum((Y[va] - Y[tr][idx]) ** 2, axis=1)
+                losses[f, i, j] = np.mean(2.0 - 2.0 * np.exp(-gamma_y * d2))
+    return losses.mean(axis=0)
+
+
+def timed(fns: dict, repeats: int) -> dict:
+    """Median wall and CPU (process, all threads) seconds of each function.
+
+    The functions run interleaved, one call of each per round, so that a change in
+    the machine's load during the run hits every side alike. Results are pulled to
+    NumPy inside the timing (that synchronises JAX). Returns ``{name: (wall, cpu,
+    last result)}``.
+    """
+    wall = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
+    out = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            out[name] = jax.tree.map(np.asarray, fn())
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    return {
+        k: (statistics.median(wall[k]), statistics.median(cpu[k]), out[k])
+        for k in fns
+    }
+
+
+def _fused_fold(d2x, L, loss, gammas, ridges, tr, va):
+    """One fold of the fused prototype: the library's algorithm, minus the KPCA.
+
+    With all output components the projections T satisfy T T^T = H L_tr H (the
+    centred output Gram), and the nearest-projection search only needs
+    F T^T = K_va (K_tr + m gamma I)^-1 T T^T. So C = U^T (H L_tr H) is formed once
+    per (sigma, fold) and each ridge costs one (v, m) x (m, m) product, where the
+    library does two per ridge ((A / s) @ B, then F @ T^T) after an output eigh.
+    """
+    m = tr.shape[0]
+    L_tr = L[tr][:, tr]
+    P = L_tr - L_tr.mean(0)[None, :] - L_tr.mean(1)[:, None] + L_tr.mean()
+    p2 = jnp.diagonal(P)
+    loss_va = loss[va][:, tr]
+    K_tr = jnp.exp(-gammas[:, None, None] * d2x[tr][:, tr][None])
+    K_va = jnp.exp(-gammas[:, None, None] * d2x[va][:, tr][None])
+
+    def one_setting(K_tr, K_va):
+        S, U = jnp.linalg.eigh(K_tr)
+        S = jnp.maximum(S, 0.0)
+        A = K_va @ U
+        C = U.T @ P
+
+        def one_ridge(lam):
+            G = (A / (S + m * lam)[None, :]) @ C
+            idx = jnp.argmin(p2[None, :] - 2.0 * G, axis=1)
+            return jnp.mean(jnp.take_along_axis(loss_va, idx[:, None], axis=1))
+
+        return jax.vmap(one_ridge)(ridges)
+
+    return jax.vmap(one_setting)(K_tr, K_va)
+
+
+@jax.jit
+def _fused_grid(X, Y, gammas, gamma_y, ridges, trs, vas):
+    d2x = squared_distances(X, X)
+    L = jnp.exp(-gamma_y * squared_distances(Y, Y))
+    loss = jnp.maximum(2.0 - 2.0 * L, 0.0)
+    fold = jax.vmap(_fused_fold, in_axes=(None, None, None, None, None, 0, 0))
+    return fold(d2x, L, loss, gammas, ridges, trs, vas)
+
+
+def run_fused(X, Y, sigmas, gamma_y, folds):
+    """Prototype (not library code): the whole grid in one compiled call per group
+    of equal-sized folds, Grams and fold gathers inside, no output eigh."""
+    dtype = jnp.zeros(()).dtype
+    X, Y = jnp.asarray(X, dtype), jnp.asarray(Y, dtype)
+    gammas = jnp.asarray([0.5 / s**2 for s in sigmas], dtype)
+    ridges = jnp.asarray(PAPER_RIDGES, dtype)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for f, (tr, va) in enumerate(folds):
+        groups.setdefault((len(tr), len(va)), []).append(f)
+    out = [None] * len(folds)
+    for members in groups.values():
+        trs = np.stack([folds[f][0] for f in members])
+        vas = np.stack([folds[f][1] for f in members])
+        res = _fused_grid(X, Y, gammas, gamma_y, ridges, trs, vas)
+        for k, f in enumerate(members):
+            out[f] = res[k]
+    return jnp.mean(jnp.stack(out), axis=0)
+
+
+def profile_bayeskde(X, Y, sigmas, gamma_y, folds, repeats):
+    """Median time of each stage of ``run_bayeskde`` (warm, synchronised)."""
+    from bayeskde.kde_cv import _fold_grid, loss_matrix_from_kernel
+    from bayeskde.kpca import kernel_pca, kpca_transform
+
+    ridges = jnp.asarray(PAPER_RIDGES)
+    K_grid = input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X)
+    L = make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y))
+    loss = loss_matrix_from_kernel(L)
+
+    def slices():
+        return [
+            (K_grid[:, tr][:, :, tr], K_grid[:, va][:, :, tr], loss[va][:, tr],
+             L[tr][:, tr])
+            for tr, va in folds
+        ]
+
+    sl = slices()
+
+    def kpca_all():
+        return [kpca_transform(kernel_pca(s[3]), s[3]) for s in sl]
+
+    Ts = kpca_all()
+    K_tr_all = jnp.concatenate([s[0] for s in sl])
+    eigh = jax.jit(jnp.linalg.eigh)
+    stages = {
+        "grams": lambda: (
+            input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X),
+            make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y)),
+        ),
+        "fold_slicing_eager": slices,
+        "output_kpca": kpca_all,
+        "fold_grid_calls": lambda: [
+            _fold_grid(a, b, T, c, ridges)
+            for (a, b, c, _), T in zip(sl, Ts, strict=True)
+        ],
+        f"eigh_only_{K_tr_all.shape[0]}x{K_tr_all.shape[1]}": lambda: eigh(K_tr_all),
+        "whole_library": lambda: run_bayeskde(X, Y, sigmas, gamma_y, folds),
+        "whole_fused_prototype": lambda: run_fused(X, Y, sigmas, gamma_y, folds),
+    }
+    for fn in stages.values():
+        jax.block_until_ready(fn())
+    res = timed(stages, repeats)
+    return {k: {"wall_s": w, "cpu_s": c} for k, (w, c, _) in res.items()}
+
+
+def main() -> None:
+    """Parse the arguments and run the benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--n-train", type=int, default=200)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--blas-threads", type=int, default=1,
+        help="BLAS/LAPACK threads of numpy, scipy and JAX's CPU LAPACK, both sides "
+        "(default 1: these are 160 x 160 problems; 0 leaves the environment's)",
+    )
+    args = parser.parse_args()
+    with threadpool_limits(args.blas_threads or None):
+        bench(args)
+
+
+def best_index(grid: np.ndarray) -> tuple[int, int]:
+    """(setting, ridge) of the smallest mean loss, first on ties (as CVResult)."""
+    i, j = np.unravel_index(int(np.argmin(grid)), grid.shape)
+    return int(i), int(j)
+
+
+def bench(args) -> None:
+    """Run both sides on the same folds and grid; print the JSON line(s)."""
+    X_all, Y_all = digit_halves()
+    X, Y = X_all[: args.n_train], Y_all[: args.n_train]
+    sigmas = [s * median_distance(X) for s in PAPER_SIGMAS]
+    gamma_y = 0.5 / median_distance(Y) ** 2
+    folds = list(KFold(N_FOLDS).split(X))
+    assert all(  # the library's own contiguous folds, passed explicitly to both
+        np.array_equal(a, c) and np.array_equal(b, d)
+        for (a, b), (c, d) in zip(folds, kfold_indices(len(X), N_FOLDS), strict=True)
+    )
+    data = (X, Y, sigmas, gamma_y, folds)
+
+    t0 = time.perf_counter()
+    np.asarray(run_bayeskde(*data))
+    warmup_s = time.perf_counter() - t0
+    np.asarray(run_fused(*data))
+    sides = {"bayeskde": run_bayeskde, "sklearn": run_sklearn, "fused": run_fused}
+    res = timed({k: lambda f=f: f(*data) for k, f in sides.items()}, args.repeats)
+    (bk_s, bk_cpu, bk_loss), (sk_s, sk_cpu, sk_loss), (fu_s, _, fu_loss) = (
+        res[k] for k in sides
+    )
+    profile = profile_bayeskde(*data, args.repeats) if args.profile else None
+
+    jax.config.update("jax_enable_x64", False)
+    np.asarray(run_bayeskde(*data))
+    np.asarray(run_fused(*data))
+    res32 = timed({
+        "bayeskde": lambda: run_bayeskde(*data), "fused": lambda: run_fused(*data)
+    }, args.repeats)
+    (bk32_s, _, bk32_loss), (fu32_s, _, _) = res32["bayeskde"], res32["fused"]
+    jax.config.update("jax_enable_x64", True)
+
+    (bi, bj), (si, sj) = best_index(bk_loss), best_index(sk_loss)
+    rel = np.abs(bk_loss - sk_loss) / np.maximum(np.abs(sk_loss), 1e-12)
+    print(json.dumps({
+        "bench": "kde_cv_reconstruction",
+        "n_train": len(X),
+        "grid": [len(sigmas), len(PAPER_RIDGES)],
+        "folds": N_FOLDS,
+        "bayeskde_s": bk_s,
+        "bayeskde_compile_s": warmup_s - bk_s,
+        "bayeskde_warmup_s": warmup_s,
+        "sklearn_s": sk_s,
+        "speedup": sk_s / bk_s,
+        "bayeskde_cpu_s": bk_cpu,
+        "sklearn_cpu_s": sk_cpu,
+        "same_selection": (bi, bj) == (si, sj),
+        "max_rel_loss_diff": float(rel.max()),
+        "selected": {
+            "sigma_factor": PAPER_SIGMAS[bi], "sigma": sigmas[bi],
+            "ridge": PAPER_RIDGES[bj], "mean_loss": float(bk_loss[bi, bj]),
+            "sklearn_sigma_factor": PAPER_SIGMAS[si],
+            "sklearn_ridge": PAPER_RIDGES[sj],
+        },
+        "bayeskde_f32_s": bk32_s,
+        "f32_same_selection": best_index(bk32_loss) == (bi, bj),
+        "fused_prototype_s": fu_s,
+        "fused_prototype_f32_s": fu32_s,
+        "fused_speedup": sk_s / fu_s,
+        "fused_max_abs_loss_diff": float(np.abs(fu_loss - bk_loss).max()),
+        "output_gamma": gamma_y,
+        "backend": jax.default_backend(),
+        "blas_threads": args.blas_threads,
+        "repeats": args.repeats,
+    }))
+    if profile is not None:
+        print(json.dumps({"bench": "kde_cv_reconstruction_profile_f64", **profile}))
+
+
+if __name__ == "__main__":
+    main()
