@@ -191,16 +191,14 @@ def make_string_pairs(key: jax.Array, n_samples: int = 200) -> StringPairs:
     # to float32 granularity (2^-24).
     u = np.asarray(jax.random.uniform(key, (n, _N_DRAWS), dtype=jnp.float32))
     u = u.astype(np.float64)
-    cols = iter(np.split(u, np.cumsum(_DRAW_WIDTHS)[:-1], axis=1))
-    u_perm, u_len, u_first, u_stay, u_any, u_other, u_ins, u_del = (
-        next(cols) for _ in range(8)
-    )
-    u_ins_pos, u_ins_letter, u_del_pos = next(cols), next(cols), next(cols)
+    (u_perm, u_len, u_first, u_stay, u_any, u_other, u_ins, u_del, u_ins_pos,
+     u_ins_letter, u_del_pos) = np.split(u, np.cumsum(_DRAW_WIDTHS)[:-1], axis=1)
 
     classes = (np.arange(n) % 3)[np.argsort(u_perm[:, 0], kind="stable")]
     lengths = _MIN_LEN + _uniform_int(u_len[:, 0], _MAX_LEN - _MIN_LEN + 1)
+    u_first = u_first[:, 0]
     first = np.where(
-        classes == 2, 2 + _uniform_int(u_first[:, 0], 2), _uniform_int(u_first[:, 0], 4)
+        classes == 2, 2 + _uniform_int(u_first, 2), _uniform_int(u_first, 4)
     )
     letters = _markov_letters(
         first, u_stay, _uniform_int(u_any, 4), _uniform_int(u_other, 3), classes
