@@ -132,3 +132,28 @@ def test_bad_input(data):
         KernelDependencyEstimatorCV(input_param_grid=[]).fit(X, Y)
     with pytest.raises(ValueError, match="precomputed"):
         KernelDependencyEstimatorCV("precomputed").fit(K, Y)
+
+
+def test_select_and_predict_agree_with_single_fold_cv(data):
+    # Selecting on the training block, then predicting the test block, gives the
+    # test loss that kde_cv_losses reports for that setting on the split itself.
+    from bayeskde.kde_cv import (
+        loss_matrix_from_kernel,
+        select_and_predict_kde,
+        select_and_predict_knn,
+    )
+
+    X, Y = data
+    K_grid = np.stack([rbf_kernel(X, gamma=g) for g in (0.3, 3.0)])
+    L = rbf_kernel(Y, gamma=0.5)
+    loss = np.asarray(loss_matrix_from_kernel(L))
+    train, test = np.arange(20), np.arange(20, 30)
+    pred, info = select_and_predict_kde(K_grid, L, train, test, [1e-3, 1e-1], 4)
+    split = kde_cv_losses(K_grid, L, [info["ridge"]], folds=[(train, test)])
+    assert np.all(np.isin(pred, train))
+    assert np.mean(loss[test, pred]) == pytest.approx(
+        split.mean_loss[info["param_index"], 0], rel=RTOL, abs=RTOL)
+    pred, info = select_and_predict_knn(K_grid[0], L, train, test, (1, 3), 4)
+    split = knn_cv_losses(K_grid[0], L, (info["k"],), folds=[(train, test)])
+    assert np.mean(loss[test, pred]) == pytest.approx(split.mean_loss[0, 0],
+                                                      rel=RTOL, abs=RTOL)
