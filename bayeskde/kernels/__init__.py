@@ -23,6 +23,9 @@ from .base import squared_distances as squared_distances
 from .registry import KERNEL_NAMES as KERNEL_NAMES
 from .registry import Kernel as Kernel
 from .registry import make_kernel as make_kernel
+from .strings import encode_strings as encode_strings
+from .strings import subsequence_diag as subsequence_diag
+from .strings import subsequence_kernel as subsequence_kernel
 
 __all__ = [
     "alignment",
@@ -48,4 +51,7 @@ __all__ = [
     "KERNEL_NAMES",
     "Kernel",
     "make_kernel",
+    "encode_strings",
+    "subsequence_diag",
+    "subsequence_kernel",
 ]

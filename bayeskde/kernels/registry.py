@@ -77,8 +77,10 @@ def _resolve_params(name: str, params: Mapping[str, Any]) -> dict:
             raise ValueError(f"lam must be in (0, 1], got {lam}")
         p["lam"] = lam
         p.setdefault("mode", "sum")
-        if p["mode"] not in ("sum", "exact"):
-            raise ValueError(f"mode must be 'sum' or 'exact', got {p['mode']!r}")
+        if p["mode"] not in ("sum", "exact", "mean"):
+            raise ValueError(
+                f"mode must be 'sum', 'exact' or 'mean', got {p['mode']!r}"
+            )
         p["normalize"] = bool(p.get("normalize", True))
     if "rbf_sigma" in p:
         p["rbf_sigma"] = check_positive(p["rbf_sigma"], "rbf_sigma")
