@@ -270,7 +270,8 @@ def select_and_predict_kde(
     Returns:
         ``(pred, info)``: ``pred`` holds, for each test example, the index (into
         all n examples) of the training output chosen as pre-image; ``info`` the
-        selected grid index, ridge and inner-CV loss.
+        selected grid index, ridge, its inner-CV loss and the whole inner-CV
+        loss surface ``mean_loss`` (settings x ridges).
     """
     train, test = np.asarray(train), np.asarray(test)
     K_tr = K_grid[:, train][:, :, train]
@@ -284,7 +285,8 @@ def select_and_predict_kde(
     ).fit(K_tr[gi], _block(L, train, train))
     idx = np.asarray(est.predict(_block(K_grid[gi], test, train)))
     info = {"param_index": gi, "ridge": float(ridges[ri]),
-            "inner_cv_loss": float(cv.mean_loss[gi, ri])}
+            "inner_cv_loss": float(cv.mean_loss[gi, ri]),
+            "mean_loss": cv.mean_loss.tolist()}
     return train[idx], info
 
 
@@ -308,7 +310,8 @@ def select_and_predict_knn(
         k, "precomputed", None, "precomputed", None
     ).fit(K_tr, _block(L, train, train))
     idx = np.asarray(est.predict(_block(K, test, train)))
-    return train[idx], {"k": k, "inner_cv_loss": float(cv.mean_loss[0, cv.best[1]])}
+    return train[idx], {"k": k, "inner_cv_loss": float(cv.mean_loss[0, cv.best[1]]),
+                        "mean_loss": cv.mean_loss[0].tolist()}
 
 
 def input_gram_grid(kernel, grid: Sequence[dict], X) -> Float[Array, "n_params n n"]:
