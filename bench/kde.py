@@ -24,15 +24,13 @@ Both sides get the same folds and the same grid:
 
 The check runs in float64 (this script, never the library, turns on x64): the same
 selected (sigma, ridge), and the largest relative difference of the mean-loss grids.
-
-Also timed, not part of the comparison proper: bayeskde in float32, and a fused
-prototype (``run_fused``, bench-only code) of what a faster ``kde_cv_losses`` could
-do: the whole grid in one compiled call, fold gathers inside it, and no output
-eigendecomposition (with all components only T T^T = H L H is needed). Times are
-medians of interleaved runs (wall, plus process CPU time, which shrugs off other
-load on a shared machine); BLAS/LAPACK threads are capped at ``--blas-threads``
+bayeskde is also timed in float32 (and its selection compared with the float64 one).
+Times are medians of interleaved runs: wall, plus process CPU time, which shrugs off
+other load on a shared machine. BLAS/LAPACK threads are capped at ``--blas-threads``
 (default 1) on both sides. Prints one JSON line; ``--profile`` adds a second with
-where bayeskde's time goes.
+where bayeskde's float64 time goes: the Grams, the jitted per-fold-group calls that
+``kde_cv_losses`` makes (``bayeskde.kde_cv._fold_group``), and, as a floor, one bare
+batched ``eigh`` of the same number and size of training Grams.
 
 Run: ``python bench/kde.py [--repeats 3] [--n-train 200] [--blas-threads 1]
 [--profile]``.
@@ -62,7 +60,6 @@ from bayeskde.kde_cv import (
     kde_cv_losses,
     kfold_indices,
 )
-from bayeskde.kernels.base import squared_distances
 from bayeskde.kernels.registry import make_kernel
 
 # The check runs in float64; the bench script (never the library) turns it on.
@@ -134,112 +131,61 @@ def timed(fns: dict, repeats: int) -> dict:
     }
 
 
-def _fused_fold(d2x, L, loss, gammas, ridges, tr, va):
-    """One fold of the fused prototype: the library's algorithm, minus the KPCA.
+def profile_bayeskde(X, Y, sigmas, gamma_y, folds, repeats):
+    """Median time of each stage of ``run_bayeskde`` (float64, warm, synchronised).
 
-    With all output components the projections T satisfy T T^T = H L_tr H (the
-    centred output Gram), and the nearest-projection search only needs
-    F T^T = K_va (K_tr + m gamma I)^-1 T T^T. So C = U^T (H L_tr H) is formed once
-    per (sigma, fold) and each ridge costs one (v, m) x (m, m) product, where the
-    library does two per ridge ((A / s) @ B, then F @ T^T) after an output eigh.
+    Mirrors ``kde_cv_losses`` with all output components: the Grams and the loss
+    matrix, then one call of the library's jitted ``_fold_group`` per group of
+    equal-sized folds (everything else of the CV grid happens in those calls). The
+    floor is one compiled batched ``eigh`` of the same training Grams, as many and as
+    large as those calls decompose. ``fold_group_matches_library`` checks that the
+    mirrored calls give the library's mean-loss grid.
     """
-    m = tr.shape[0]
-    L_tr = L[tr][:, tr]
-    P = L_tr - L_tr.mean(0)[None, :] - L_tr.mean(1)[:, None] + L_tr.mean()
-    p2 = jnp.diagonal(P)
-    loss_va = loss[va][:, tr]
-    K_tr = jnp.exp(-gammas[:, None, None] * d2x[tr][:, tr][None])
-    K_va = jnp.exp(-gammas[:, None, None] * d2x[va][:, tr][None])
+    # Private: the profile follows the library's internals, the bench proper doesn't.
+    from bayeskde.kde_cv import _fold_group, loss_matrix_from_kernel
 
-    def one_setting(K_tr, K_va):
-        S, U = jnp.linalg.eigh(K_tr)
-        S = jnp.maximum(S, 0.0)
-        A = K_va @ U
-        C = U.T @ P
+    def grams():
+        K_grid = input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X)
+        L = make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y))
+        return K_grid, L, loss_matrix_from_kernel(L)
 
-        def one_ridge(lam):
-            G = (A / (S + m * lam)[None, :]) @ C
-            idx = jnp.argmin(p2[None, :] - 2.0 * G, axis=1)
-            return jnp.mean(jnp.take_along_axis(loss_va, idx[:, None], axis=1))
-
-        return jax.vmap(one_ridge)(ridges)
-
-    return jax.vmap(one_setting)(K_tr, K_va)
-
-
-@jax.jit
-def _fused_grid(X, Y, gammas, gamma_y, ridges, trs, vas):
-    d2x = squared_distances(X, X)
-    L = jnp.exp(-gamma_y * squared_distances(Y, Y))
-    loss = jnp.maximum(2.0 - 2.0 * L, 0.0)
-    fold = jax.vmap(_fused_fold, in_axes=(None, None, None, None, None, 0, 0))
-    return fold(d2x, L, loss, gammas, ridges, trs, vas)
-
-
-def run_fused(X, Y, sigmas, gamma_y, folds):
-    """Prototype (not library code): the whole grid in one compiled call per group
-    of equal-sized folds, Grams and fold gathers inside, no output eigh."""
-    dtype = jnp.zeros(()).dtype
-    X, Y = jnp.asarray(X, dtype), jnp.asarray(Y, dtype)
-    gammas = jnp.asarray([0.5 / s**2 for s in sigmas], dtype)
-    ridges = jnp.asarray(PAPER_RIDGES, dtype)
+    K_grid, L, loss = grams()
+    ridges = jnp.asarray(PAPER_RIDGES, K_grid.dtype)
     groups: dict[tuple[int, int], list[int]] = {}
     for f, (tr, va) in enumerate(folds):
         groups.setdefault((len(tr), len(va)), []).append(f)
-    out = [None] * len(folds)
-    for members in groups.values():
-        trs = np.stack([folds[f][0] for f in members])
-        vas = np.stack([folds[f][1] for f in members])
-        res = _fused_grid(X, Y, gammas, gamma_y, ridges, trs, vas)
-        for k, f in enumerate(members):
-            out[f] = res[k]
-    return jnp.mean(jnp.stack(out), axis=0)
-
-
-def profile_bayeskde(X, Y, sigmas, gamma_y, folds, repeats):
-    """Median time of each stage of ``run_bayeskde`` (warm, synchronised)."""
-    from bayeskde.kde_cv import _fold_grid, loss_matrix_from_kernel
-    from bayeskde.kpca import kernel_pca, kpca_transform
-
-    ridges = jnp.asarray(PAPER_RIDGES)
-    K_grid = input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X)
-    L = make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y))
-    loss = loss_matrix_from_kernel(L)
-
-    def slices():
-        return [
-            (K_grid[:, tr][:, :, tr], K_grid[:, va][:, :, tr], loss[va][:, tr],
-             L[tr][:, tr])
-            for tr, va in folds
-        ]
-
-    sl = slices()
-
-    def kpca_all():
-        return [kpca_transform(kernel_pca(s[3]), s[3]) for s in sl]
-
-    Ts = kpca_all()
-    K_tr_all = jnp.concatenate([s[0] for s in sl])
+    idx = [
+        (jnp.asarray(np.stack([folds[f][0] for f in members])),
+         jnp.asarray(np.stack([folds[f][1] for f in members])))
+        for members in groups.values()
+    ]
+    # The training Grams of every (fold, sigma), batched per fold group.
+    K_trs = [
+        jnp.concatenate([K_grid[:, tr][:, :, tr] for tr in np.asarray(trs)])
+        for trs, _ in idx
+    ]
     eigh = jax.jit(jnp.linalg.eigh)
     stages = {
-        "grams": lambda: (
-            input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X),
-            make_kernel("rbf", {"gamma": gamma_y}).gram(jnp.asarray(Y)),
-        ),
-        "fold_slicing_eager": slices,
-        "output_kpca": kpca_all,
-        "fold_grid_calls": lambda: [
-            _fold_grid(a, b, T, c, ridges)
-            for (a, b, c, _), T in zip(sl, Ts, strict=True)
+        "grams_and_loss": grams,
+        "fold_group_calls": lambda: [
+            _fold_group(K_grid, L, loss, trs, vas, ridges, None) for trs, vas in idx
         ],
-        f"eigh_only_{K_tr_all.shape[0]}x{K_tr_all.shape[1]}": lambda: eigh(K_tr_all),
+        "eigh_floor": lambda: [eigh(K) for K in K_trs],
         "whole_library": lambda: run_bayeskde(X, Y, sigmas, gamma_y, folds),
-        "whole_fused_prototype": lambda: run_fused(X, Y, sigmas, gamma_y, folds),
     }
     for fn in stages.values():
         jax.block_until_ready(fn())
     res = timed(stages, repeats)
-    return {k: {"wall_s": w, "cpu_s": c} for k, (w, c, _) in res.items()}
+    fold_losses = np.concatenate(res["fold_group_calls"][2])
+    order = np.argsort(np.concatenate([members for members in groups.values()]))
+    mirrored = fold_losses[order].mean(axis=0)
+    library = res["whole_library"][2]
+    out = {k: {"wall_s": w, "cpu_s": c} for k, (w, c, _) in res.items()}
+    out["eigh_floor"]["shapes"] = [list(K.shape) for K in K_trs]
+    out["fold_group_matches_library"] = bool(
+        np.allclose(mirrored, library, rtol=1e-10, atol=1e-12)
+    )
+    return out
 
 
 def main() -> None:
@@ -280,21 +226,18 @@ def bench(args) -> None:
     t0 = time.perf_counter()
     np.asarray(run_bayeskde(*data))
     warmup_s = time.perf_counter() - t0
-    np.asarray(run_fused(*data))
-    sides = {"bayeskde": run_bayeskde, "sklearn": run_sklearn, "fused": run_fused}
+    sides = {"bayeskde": run_bayeskde, "sklearn": run_sklearn}
     res = timed({k: lambda f=f: f(*data) for k, f in sides.items()}, args.repeats)
-    (bk_s, bk_cpu, bk_loss), (sk_s, sk_cpu, sk_loss), (fu_s, _, fu_loss) = (
-        res[k] for k in sides
-    )
+    (bk_s, bk_cpu, bk_loss), (sk_s, sk_cpu, sk_loss) = res["bayeskde"], res["sklearn"]
     profile = profile_bayeskde(*data, args.repeats) if args.profile else None
 
     jax.config.update("jax_enable_x64", False)
+    t0 = time.perf_counter()
     np.asarray(run_bayeskde(*data))
-    np.asarray(run_fused(*data))
-    res32 = timed({
-        "bayeskde": lambda: run_bayeskde(*data), "fused": lambda: run_fused(*data)
-    }, args.repeats)
-    (bk32_s, _, bk32_loss), (fu32_s, _, _) = res32["bayeskde"], res32["fused"]
+    warmup32_s = time.perf_counter() - t0
+    bk32_s, bk32_cpu, bk32_loss = timed(
+        {"bayeskde": lambda: run_bayeskde(*data)}, args.repeats
+    )["bayeskde"]
     jax.config.update("jax_enable_x64", True)
 
     (bi, bj), (si, sj) = best_index(bk_loss), best_index(sk_loss)
@@ -311,6 +254,7 @@ def bench(args) -> None:
         "speedup": sk_s / bk_s,
         "bayeskde_cpu_s": bk_cpu,
         "sklearn_cpu_s": sk_cpu,
+        "cpu_speedup": sk_cpu / bk_cpu,
         "same_selection": (bi, bj) == (si, sj),
         "max_rel_loss_diff": float(rel.max()),
         "selected": {
@@ -320,11 +264,9 @@ def bench(args) -> None:
             "sklearn_ridge": PAPER_RIDGES[sj],
         },
         "bayeskde_f32_s": bk32_s,
+        "bayeskde_f32_cpu_s": bk32_cpu,
+        "bayeskde_f32_compile_s": warmup32_s - bk32_s,
         "f32_same_selection": best_index(bk32_loss) == (bi, bj),
-        "fused_prototype_s": fu_s,
-        "fused_prototype_f32_s": fu32_s,
-        "fused_speedup": sk_s / fu_s,
-        "fused_max_abs_loss_diff": float(np.abs(fu_loss - bk_loss).max()),
         "output_gamma": gamma_y,
         "backend": jax.default_backend(),
         "blas_threads": args.blas_threads,

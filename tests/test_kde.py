@@ -233,3 +233,29 @@ def test_blocked_prediction_equals_whole(data, preimage):
     nb = knn.kneighbors(Z)
     knn.batch_size = 5
     np.testing.assert_array_equal(knn.kneighbors(Z), nb)
+
+
+def test_strings_to_strings_with_unseen_symbols():
+    import jax
+
+    from bayeskde.datasets import make_string_pairs
+    from bayeskde.kernels import subsequence_kernel
+
+    pairs = make_string_pairs(jax.random.key(1), n_samples=40)
+    sp = {"r": 3, "lam": 0.1, "mode": "mean"}
+    kde = KernelDependencyEstimator("string", {**sp, "rbf_sigma": 1.0}, "string", sp,
+                                    ridge=1e-2).fit(pairs.inputs, pairs.outputs)
+    tests = ["abcdabcdab", "xyzxyzxyzx", "ccddccddcc"]
+    pred = kde.predict(tests)
+    assert isinstance(pred, list) and all(p in pairs.outputs for p in pred)
+    # Same answer through precomputed Grams (string kernel + RBF map by hand).
+    K = np.asarray(subsequence_kernel(pairs.inputs, **sp))
+    Kt = np.asarray(subsequence_kernel(tests, pairs.inputs, **sp))
+    dt = np.asarray(subsequence_kernel(tests, **sp)).diagonal()
+    rbf = lambda G, da, db: np.exp(-(da[:, None] + db[None] - 2 * G) / 2.0)  # noqa: E731
+    d = K.diagonal()
+    pre = KernelDependencyEstimator("precomputed", None, "string", sp, ridge=1e-2)
+    idx = pre.fit(rbf(K, d, d), pairs.outputs).predict(rbf(Kt, dt, d))
+    assert pred == idx
+    # A string of unseen symbols shares no features with any training input.
+    assert np.all(Kt[1] == 0.0)
