@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bayeskde.demo import mean_se
 from bayeskde.kde_cv import PAPER_SIGMAS
 from bayeskde.kde_cv import select_and_predict_kde as _select_and_predict_kde
 from bayeskde.kde_cv import select_and_predict_knn as _select_and_predict_knn
@@ -90,13 +91,6 @@ def sigma_grid(kind: str, median: float) -> list[float]:
     if kind == "raw":
         return [float(s) for s in PAPER_SIGMAS]
     raise ValueError(f"sigma grid must be one of {SIGMA_GRIDS}, got {kind!r}")
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error std(ddof=1) / sqrt(n) over folds (SE nan if n < 2)."""
-    v = np.asarray(values, dtype=np.float64)
-    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
-    return float(v.mean()), se
 
 
 def summarise(values: Sequence[float]) -> dict:

@@ -25,38 +25,24 @@ Run ``python models/digits_classification.py`` (about a minute) or with
 from __future__ import annotations
 
 import numpy as np
+
+# models/ is a folder of scripts, not a package: run them from anywhere.
+from _common import (
+    Timer,
+    enable_x64,
+    fmt,
+    mean_se,
+    parse_args,
+    print_table,
+    select_and_predict_kde,
+    select_and_predict_knn,
+    sigma_grid,
+    summarise,
+    write_json,
+)
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
-
-if __package__:
-    from ._common import (
-        Timer,
-        enable_x64,
-        fmt,
-        mean_se,
-        parse_args,
-        print_table,
-        select_and_predict_kde,
-        select_and_predict_knn,
-        sigma_grid,
-        summarise,
-        write_json,
-    )
-else:
-    from _common import (
-        Timer,
-        enable_x64,
-        fmt,
-        mean_se,
-        parse_args,
-        print_table,
-        select_and_predict_kde,
-        select_and_predict_knn,
-        sigma_grid,
-        summarise,
-        write_json,
-    )
 
 NAME = "digits_classification"
 PAPER = {  # Table 2, USPS 16x16, classification loss mean ± standard error

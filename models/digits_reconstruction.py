@@ -28,36 +28,21 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__:
-    from ._common import (
-        Timer,
-        enable_x64,
-        fmt,
-        mean_se,
-        parse_args,
-        print_table,
-        select_and_predict_kde,
-        select_and_predict_knn,
-        sigma_grid,
-        summarise,
-        write_json,
-    )
-    from .digits_classification import train_on_one_fold
-else:
-    from _common import (
-        Timer,
-        enable_x64,
-        fmt,
-        mean_se,
-        parse_args,
-        print_table,
-        select_and_predict_kde,
-        select_and_predict_knn,
-        sigma_grid,
-        summarise,
-        write_json,
-    )
-    from digits_classification import train_on_one_fold
+# models/ is a folder of scripts, not a package: run them from anywhere.
+from _common import (
+    Timer,
+    enable_x64,
+    fmt,
+    mean_se,
+    parse_args,
+    print_table,
+    select_and_predict_kde,
+    select_and_predict_knn,
+    sigma_grid,
+    summarise,
+    write_json,
+)
+from digits_classification import train_on_one_fold
 
 NAME = "digits_reconstruction"
 

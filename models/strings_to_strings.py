@@ -38,10 +38,8 @@ Run ``python models/strings_to_strings.py`` or with ``--quick`` for a smoke test
 
 from __future__ import annotations
 
-if __package__:
-    from ._common import enable_x64, parse_args, write_json
-else:
-    from _common import enable_x64, parse_args, write_json
+# models/ is a folder of scripts, not a package: run them from anywhere.
+from _common import enable_x64, parse_args, write_json
 
 NAME = "strings_to_strings"
 MODES = ("mean", "sum", "exact")
