@@ -88,6 +88,8 @@ def ridge_solve(
     Cholesky factor NaN; jitter of growing size is then added, with a warning.
     Cost: O(n^3 + n^2 p).
     """
+    K = as_float_array(K, "K", ndim=2)
+    T = as_float_array(T, "T", ndim=2)
     B = _ridge_solve(K, T, ridge)
     jitter = 1e-10 * float(jnp.max(jnp.abs(jnp.diagonal(K))) + 1.0)
     while not bool(jnp.all(jnp.isfinite(B))):

@@ -259,3 +259,33 @@ def test_strings_to_strings_with_unseen_symbols():
     assert pred == idx
     # A string of unseen symbols shares no features with any training input.
     assert np.all(Kt[1] == 0.0)
+
+
+def test_singular_system_gets_jitter_and_one_warning(data):
+    from bayeskde import _validation
+    from bayeskde.kde import ridge_solve
+
+    X, Y = data
+    Xd = np.r_[X, X]  # duplicated rows: a singular linear Gram with ridge 0
+    K = Xd @ Xd.T
+    T = K @ np.random.default_rng(7).normal(size=(len(Xd), 3))  # in K's range
+    _validation._WARNED.clear()
+    with pytest.warns(RuntimeWarning, match="ill-conditioned"):
+        B = np.asarray(ridge_solve(K, T, 0.0))
+    assert np.all(np.isfinite(B))
+    rel = np.linalg.norm(K @ B - T) / np.linalg.norm(T)
+    assert rel < (1e-6 if X64 else 1e-2)
+
+
+def test_no_recompilation_on_refit_and_predict(data):
+    from bayeskde.kde import _ridge_solve, predict_kde_features
+    from bayeskde.kpca import _kernel_pca_jit
+
+    X, Y = data
+    est = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5})
+    est.fit(X, Y).predict(X[:5])
+    sizes = [f._cache_size() for f in (_ridge_solve, predict_kde_features,
+                                      _kernel_pca_jit)]
+    est.set_params(ridge=0.5).fit(X + 0.1, Y).predict(X[5:10])
+    assert [f._cache_size() for f in (_ridge_solve, predict_kde_features,
+                                     _kernel_pca_jit)] == sizes
