@@ -4,6 +4,7 @@ from . import kernels as kernels
 from .kde import KernelDependencyEstimator as KernelDependencyEstimator
 from .kde import KNNDependencyEstimator as KNNDependencyEstimator
 from .kde_cv import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
+from .kernels.transforms import PolynomialKernelTransform as PolynomialKernelTransform
 from .kpca import KernelPCA as KernelPCA
 
 __version__ = "0.1.0"
@@ -14,4 +15,5 @@ __all__ = [
     "KernelDependencyEstimatorCV",
     "KNNDependencyEstimator",
     "KernelPCA",
+    "PolynomialKernelTransform",
 ]

@@ -26,6 +26,14 @@ from .registry import make_kernel as make_kernel
 from .strings import encode_strings as encode_strings
 from .strings import subsequence_diag as subsequence_diag
 from .strings import subsequence_kernel as subsequence_kernel
+from .transforms import PolynomialKernelTransform as PolynomialKernelTransform
+from .transforms import PSDProjection as PSDProjection
+from .transforms import TransformResult as TransformResult
+from .transforms import apply_transform as apply_transform
+from .transforms import fit_polynomial_transform as fit_polynomial_transform
+from .transforms import hsic_matrix as hsic_matrix
+from .transforms import polynomial_basis as polynomial_basis
+from .transforms import psd_projection as psd_projection
 
 __all__ = [
     "alignment",
@@ -54,4 +62,12 @@ __all__ = [
     "encode_strings",
     "subsequence_diag",
     "subsequence_kernel",
+    "PolynomialKernelTransform",
+    "PSDProjection",
+    "TransformResult",
+    "apply_transform",
+    "fit_polynomial_transform",
+    "hsic_matrix",
+    "polynomial_basis",
+    "psd_projection",
 ]
