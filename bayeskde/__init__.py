@@ -1,6 +1,8 @@
 """bayeskde: Bayesian kernel learning for structured prediction on JAX and NumPyro."""
 
 from . import kernels as kernels
+from .hyperlearn import HyperkernelLearner as HyperkernelLearner
+from .hyperlearn import LearnedKernel as LearnedKernel
 from .kde import KernelDependencyEstimator as KernelDependencyEstimator
 from .kde import KNNDependencyEstimator as KNNDependencyEstimator
 from .kde_cv import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
@@ -16,4 +18,6 @@ __all__ = [
     "KNNDependencyEstimator",
     "KernelPCA",
     "PolynomialKernelTransform",
+    "HyperkernelLearner",
+    "LearnedKernel",
 ]

@@ -20,6 +20,12 @@ from .base import rbf_kernel as rbf_kernel
 from .base import regression_kernel as regression_kernel
 from .base import sigma_to_gamma as sigma_to_gamma
 from .base import squared_distances as squared_distances
+from .hyper import gaussian_hyperkernel as gaussian_hyperkernel
+from .hyper import gaussian_hyperkernel_gram as gaussian_hyperkernel_gram
+from .hyper import harmonic_hyperkernel as harmonic_hyperkernel
+from .hyper import harmonic_hyperkernel_gram as harmonic_hyperkernel_gram
+from .hyper import wishart_hyperkernel as wishart_hyperkernel
+from .hyper import wishart_hyperkernel_gram as wishart_hyperkernel_gram
 from .registry import KERNEL_NAMES as KERNEL_NAMES
 from .registry import Kernel as Kernel
 from .registry import make_kernel as make_kernel
@@ -56,6 +62,12 @@ __all__ = [
     "regression_kernel",
     "sigma_to_gamma",
     "squared_distances",
+    "gaussian_hyperkernel",
+    "gaussian_hyperkernel_gram",
+    "harmonic_hyperkernel",
+    "harmonic_hyperkernel_gram",
+    "wishart_hyperkernel",
+    "wishart_hyperkernel_gram",
     "KERNEL_NAMES",
     "Kernel",
     "make_kernel",
