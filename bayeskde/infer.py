@@ -86,7 +86,7 @@ def run_nuts(
         chain_method=_chain_method(num_chains),
         progress_bar=progress_bar,
     )
-    mcmc.run(key, *args, extra_fields=("diverging",), **kwargs)
+    mcmc.run(key, *args, extra_fields=("diverging", "potential_energy"), **kwargs)
     return mcmc
 
 
