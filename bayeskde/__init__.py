@@ -8,6 +8,7 @@ from .kde import KNNDependencyEstimator as KNNDependencyEstimator
 from .kde_cv import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
 from .kernels.transforms import PolynomialKernelTransform as PolynomialKernelTransform
 from .kpca import KernelPCA as KernelPCA
+from .tgp import TwinGP as TwinGP
 
 __version__ = "0.1.0"
 
@@ -20,4 +21,5 @@ __all__ = [
     "PolynomialKernelTransform",
     "HyperkernelLearner",
     "LearnedKernel",
+    "TwinGP",
 ]

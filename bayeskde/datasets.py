@@ -31,6 +31,9 @@ __all__ = [
     "make_string_pairs",
     "load_digits_halves",
     "load_digits_classification",
+    "SShape",
+    "SSHAPE_NOISE",
+    "make_sshape",
 ]
 
 STRING_ALPHABET = "abcd"
@@ -280,3 +283,46 @@ def load_digits_halves() -> DigitHalves:
     """
     images, labels = _load_digits()
     return DigitHalves(images[:, :32].copy(), images[:, 32:].copy(), labels)
+
+
+class SShape(NamedTuple):
+    """The S-shape inverse problem (Bo and Sminchisescu 2010, section 6.1).
+
+    Attributes:
+        x_train: ``(n_train,)`` inputs t + 0.3 sin(2 pi t) + noise.
+        t_train: ``(n_train,)`` outputs t ~ U(0, 1).
+        x_test: ``(500,)`` noise-free inputs on the grid.
+        t_test: ``(500,)`` the grid t = 0, 0.002, ..., 0.998.
+    """
+
+    x_train: np.ndarray
+    t_train: np.ndarray
+    x_test: np.ndarray
+    t_test: np.ndarray
+
+
+SSHAPE_NOISE = 0.05
+"""Standard deviation of the Gaussian input noise of :func:`make_sshape`."""
+
+
+def make_sshape(key: jax.Array, n_train: int = 500) -> SShape:
+    """Generate the S-shape data: predict t from x = t + 0.3 sin(2 pi t) + noise.
+
+    Training: t ~ U(0, 1), x = t + 0.3 sin(2 pi t) + N(0, 0.05^2). Test: the grid
+    t = 0, 0.002, ..., 0.998 and its noise-free x. x is many-to-one in t for
+    x in about (0.35, 0.65), so the inverse map t(x) has up to three branches.
+    Arrays are float64 NumPy arrays; the same key gives the same data.
+
+    Examples:
+        >>> d = make_sshape(jax.random.key(0), 50)
+        >>> d.x_train.shape, d.t_test[:3].tolist()
+        ((50,), [0.0, 0.002, 0.004])
+    """
+    key = _check_key(key)
+    n_train = _check_n_samples(n_train)
+    k_t, k_e = jax.random.split(key)
+    t = np.asarray(jax.random.uniform(k_t, (n_train,)), dtype=np.float64)
+    noise = np.asarray(jax.random.normal(k_e, (n_train,)), dtype=np.float64)
+    x = t + 0.3 * np.sin(2 * np.pi * t) + SSHAPE_NOISE * noise
+    t_test = np.arange(500) * 0.002
+    return SShape(x, t, t_test + 0.3 * np.sin(2 * np.pi * t_test), t_test)

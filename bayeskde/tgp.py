@@ -1,0 +1,755 @@
+"""Twin Gaussian Processes (Bo and Sminchisescu 2010), KL and HSIC criteria.
+
+A Twin GP predicts the output y of a test input x by making the output kernel of
+the training set augmented with y resemble the input kernel of the training set
+augmented with x. Both kernels are RBFs, optionally passed through a learned
+polynomial transform (:class:`bayeskde.kernels.transforms.PolynomialKernelTransform`,
+Ghosh et al., "Learning Kernels for Structured Prediction using Polynomial Kernel
+Transformations", section 5).
+
+KL criterion (Bo and Sminchisescu 2010, eq. (14); the issue's formula). With
+K = K_X + ridge I, G = K_Y + ridge I, u = K^-1 k_x and
+eta = k(x, x) + ridge - k_x^T u, the prediction minimises over y
+
+    E_KL(y) = [k(y, y) + ridge] - 2 u^T k_y - eta log(k(y, y) + ridge - k_y^T G^-1 k_y).
+
+HSIC criterion (ibid., eq. (19)). Write the augmented input Gram K~ = K_{X+x} and
+output Gram G~ = K_{Y+y} over n = N + 1 points (the test point last; N is the
+training or neighbourhood size, never the number of test points) and
+M = H K~ H with H = I - 11^T / n. M is symmetric, so splitting G~ into its
+training block G, its last column k_y and its corner k(y, y),
+
+    tr(H K~ H G~) = <M, G~>_F = <M_{1:N,1:N}, G>_F + 2 c^T k_y + M_nn k(y, y),
+
+with c = M_{1:N, n}. The first term does not depend on y, so maximising HSIC is
+minimising
+
+    E_HSIC(y) = -2 c^T k_y - M_nn k(y, y).
+
+For an RBF output kernel k(y, y) = 1, and after an entrywise transform psi it is
+psi(1): constant either way, so the last term only shifts the energy; it is kept
+so that the energy is right for any output kernel. With row sums r = K 1 + k_x,
+r_n = 1^T k_x + k(x, x) and s = 1^T K 1 + 2 1^T k_x + k(x, x),
+c = k_x - r_n / n - r / n + s / n^2 and M_nn = k(x, x) - 2 r_n / n + s / n^2.
+(The original release's ``HSICKNN.m`` used the number of test frames as n.)
+
+The energies are pure functions of a per-test-point state (NamedTuples below);
+:func:`tgp_minimize` minimises one by BFGS from a start, and the estimator
+:class:`TwinGP` vmaps it over all test points inside one compiled function.
+Baselines of the S-shape experiment: :func:`gp_predict` (GP/kernel ridge mean)
+and :func:`weighted_knn_predict` (the original release's ``WKNNRegressor``).
+
+References:
+    Bo and Sminchisescu (2010), "Twin Gaussian Processes for Structured
+    Prediction", IJCV 87, eqs. (14) and (19).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, Float, Int
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ._typing import ArrayLike
+from ._validation import (
+    as_float_array,
+    check_data,
+    check_integer,
+    check_positive,
+    check_same_length,
+    warn_once,
+)
+from .kernels.base import rbf_gram, squared_distances
+
+__all__ = [
+    "CRITERIA",
+    "OutputKernel",
+    "KLState",
+    "HSICState",
+    "TGPSolution",
+    "tgp_kl_state",
+    "tgp_hsic_state",
+    "tgp_kl_energy",
+    "tgp_hsic_energy",
+    "tgp_minimize",
+    "linear_init_weights",
+    "gp_predict",
+    "weighted_knn_predict",
+    "TwinGP",
+]
+
+CRITERIA = ("kl", "hsic")
+
+
+class OutputKernel(NamedTuple):
+    """The output kernel g(y, y') = psi(exp(-gamma ||y - y'||^2)).
+
+    Attributes:
+        gamma: RBF rate gamma_y.
+        coef: coefficients beta of the output transform psi (``coef[0]``
+            multiplies the degree-1 basis function), or ``None`` for psi(t) = t.
+        projector: ``(N, r)`` eigenvectors of the negative eigenvalues clipped
+            from the transformed training Gram (``PolynomialKernelTransform``'s
+            ``output_projector_``); kernel values against the training outputs
+            are projected off them as the transform does. ``None``: no projection.
+    """
+
+    gamma: Float[Array, ""]
+    coef: Float[Array, " n_coef"] | None = None
+    projector: Float[Array, "n_samples n_neg"] | None = None
+
+
+class KLState(NamedTuple):
+    """What the KL energy of one test point needs (Bo and Sminchisescu, eq. (14)).
+
+    Attributes:
+        u: K^-1 k_x with K = K_X + ridge I.
+        eta: k(x, x) + ridge - k_x^T u.
+        outputs: the training (or neighbourhood) outputs.
+        whiten: W with G^-1 = W W^T, G = K_Y + ridge I, from ``eigh`` (W = V
+            diag(lambda)^-1/2): inside the optimiser k_y^T G^-1 k_y = ||W^T k_y||^2
+            is a matrix product, which batches over test points far better than
+            a triangular solve in a vmapped loop.
+        ridge: the ridge added to both Grams.
+    """
+
+    u: Float[Array, " n_samples"]
+    eta: Float[Array, ""]
+    outputs: Float[Array, "n_samples d_y"]
+    whiten: Float[Array, "n_samples n_samples"]
+    ridge: Float[Array, ""]
+
+
+class HSICState(NamedTuple):
+    """What the HSIC energy of one test point needs (ibid., eq. (19)).
+
+    Attributes:
+        c: [H K_{X+x} H]_{1:N, n}, the coupling of the test point to the others.
+        m_nn: [H K_{X+x} H]_{n, n}, the weight of k(y, y).
+        outputs: the training (or neighbourhood) outputs.
+    """
+
+    c: Float[Array, " n_samples"]
+    m_nn: Float[Array, ""]
+    outputs: Float[Array, "n_samples d_y"]
+
+
+class TGPSolution(NamedTuple):
+    """Result of minimising a TGP energy.
+
+    Attributes:
+        y: the prediction (the start where the optimiser did not improve on it).
+        energy: the energy at ``y``.
+        status: 0 gradient below ``tol``, 1 iteration limit, 2 no further
+            sufficient decrease (the round-off floor; common in float32).
+        n_iter: BFGS iterations.
+    """
+
+    y: Float[Array, "*batch d_y"]
+    energy: Float[Array, "*batch"]
+    status: Int[Array, "*batch"]
+    n_iter: Int[Array, "*batch"]
+
+
+def _out_map(K, out: OutputKernel, basis, gegenbauer_lambda):
+    if out.coef is None:
+        return K
+    from .kernels.transforms import apply_transform
+
+    return apply_transform(K, out.coef, basis, gegenbauer_lambda)
+
+
+def _output_kernel_values(y, outputs, out, basis, gegenbauer_lambda):
+    d2 = jnp.sum((outputs - y[None, :]) ** 2, axis=1)
+    k_y = _out_map(jnp.exp(-out.gamma * d2), out, basis, gegenbauer_lambda)
+    if out.projector is not None:
+        k_y = k_y - out.projector @ (out.projector.T @ k_y)
+    k_yy = _out_map(jnp.ones((1,), y.dtype), out, basis, gegenbauer_lambda)[0]
+    return k_y, k_yy
+
+
+def _kl_from_kernels(k_y, k_yy, state: KLState):
+    v = state.whiten.T @ k_y
+    schur = k_yy + state.ridge - jnp.dot(v, v)
+    # In exact arithmetic schur >= ridge (a Schur complement of K~ + ridge I);
+    # the floor only stops float32 round-off from reaching log(<= 0).
+    schur = jnp.maximum(schur, 0.5 * state.ridge + jnp.finfo(k_y.dtype).tiny)
+    return k_yy + state.ridge - 2.0 * jnp.dot(state.u, k_y) - state.eta * jnp.log(
+        schur
+    )
+
+
+def _hsic_from_kernels(k_y, k_yy, state: HSICState):
+    return -2.0 * jnp.dot(state.c, k_y) - state.m_nn * k_yy
+
+
+def tgp_kl_energy(
+    y: Float[Array, " d_y"],
+    state: KLState,
+    out: OutputKernel,
+    basis: str = "monomial",
+    gegenbauer_lambda: float = 0.5,
+) -> Float[Array, ""]:
+    """KL energy E_KL(y) of Bo and Sminchisescu (2010), eq. (14).
+
+    E_KL(y) = [k(y,y) + ridge] - 2 u^T k_y - eta log(k(y,y) + ridge - k_y^T G^-1 k_y),
+    with k_y^T G^-1 k_y = ||W^T k_y||^2 (``state.whiten``).
+
+    Args:
+        y: candidate output.
+        state: :class:`KLState` of the test point (:func:`tgp_kl_state`).
+        out: the output kernel.
+        basis, gegenbauer_lambda: the output transform's basis (used only when
+            ``out.coef`` is given).
+
+    Returns:
+        The scalar energy. Cost O(N^2 + N d_y).
+    """
+    k_y, k_yy = _output_kernel_values(y, state.outputs, out, basis, gegenbauer_lambda)
+    return _kl_from_kernels(k_y, k_yy, state)
+
+
+def tgp_hsic_energy(
+    y: Float[Array, " d_y"],
+    state: HSICState,
+    out: OutputKernel,
+    basis: str = "monomial",
+    gegenbauer_lambda: float = 0.5,
+) -> Float[Array, ""]:
+    """HSIC energy E_HSIC(y) = -2 c^T k_y - M_nn k(y, y) (ibid., eq. (19)).
+
+    Equal to -tr(H K_{X+x} H K_{Y+y}) up to a y-independent constant (module
+    docstring). Cost O(N d_y).
+    """
+    k_y, k_yy = _output_kernel_values(y, state.outputs, out, basis, gegenbauer_lambda)
+    return _hsic_from_kernels(k_y, k_yy, state)
+
+
+def tgp_kl_state(
+    chol_in: Float[Array, "n n"],
+    whiten: Float[Array, "n n"],
+    outputs: Float[Array, "n d_y"],
+    k_x: Float[Array, " n"],
+    k_xx: Float[Array, ""],
+    ridge: Float[Array, ""],
+) -> KLState:
+    """KL state of one test point from the factors of K and G (see :class:`KLState`).
+
+    u = K^-1 k_x by two triangular solves with the lower Cholesky factor of K,
+    eta = k(x,x) + ridge - k_x^T u. Cost O(N^2).
+    """
+    u = jsl.cho_solve((chol_in, True), k_x)
+    return KLState(u, k_xx + ridge - jnp.dot(k_x, u), outputs, whiten, ridge)
+
+
+def tgp_hsic_state(
+    K: Float[Array, "n n"],
+    outputs: Float[Array, "n d_y"],
+    k_x: Float[Array, " n"],
+    k_xx: Float[Array, ""],
+) -> HSICState:
+    """HSIC state of one test point: c and M_nn of H K_{X+x} H by row sums, O(N^2)."""
+    c, m_nn = _hsic_coupling(K, k_x, k_xx)
+    return HSICState(c, m_nn, outputs)
+
+
+def _hsic_coupling(K, k_x, k_xx):
+    n = K.shape[0] + 1
+    sum_kx = jnp.sum(k_x)
+    r = jnp.sum(K, axis=1) + k_x
+    r_n = sum_kx + k_xx
+    s = jnp.sum(K) + 2.0 * sum_kx + k_xx
+    c = k_x - r_n / n - r / n + s / n**2
+    return c, k_xx - 2.0 * r_n / n + s / n**2
+
+
+class _BFGSCarry(NamedTuple):
+    k: Int[Array, ""]
+    y: Float[Array, " d_y"]
+    f: Float[Array, ""]
+    f_old: Float[Array, ""]
+    g: Float[Array, " d_y"]
+    H: Float[Array, "d_y d_y"]
+    done: Array
+    converged: Array
+
+
+def _backtrack(fun, y, f, slope, p, alpha0, max_steps):
+    """Armijo backtracking with safeguarded quadratic interpolation (N&W 3.5)."""
+
+    def going(c):
+        i, a, f_a = c
+        return (i < max_steps) & ~(f_a <= f + 1e-4 * a * slope)
+
+    def shrink(c):
+        i, a, f_a = c
+        # Minimiser of the quadratic through f, slope and f_a, kept in [a/10, a/2];
+        # a non-finite trial value just halves the step.
+        q = -slope * a * a / (2.0 * (f_a - f - slope * a))
+        a = jnp.where(jnp.isfinite(q), jnp.clip(q, 0.1 * a, 0.5 * a), 0.5 * a)
+        return i + 1, a, fun(y + a * p)
+
+    i, a, f_a = jax.lax.while_loop(
+        going, shrink, (jnp.zeros((), jnp.int32), alpha0, fun(y + alpha0 * p))
+    )
+    return a, f_a, f_a <= f + 1e-4 * a * slope
+
+
+def tgp_minimize(
+    energy,
+    y0: Float[Array, " d_y"],
+    state,
+    max_iter: int = 100,
+    tol: float | Float[Array, ""] = 1e-6,
+) -> TGPSolution:
+    """Minimise ``energy(y, state)`` by BFGS from ``y0`` (exact gradients, jax.grad).
+
+    BFGS on the inverse Hessian (Nocedal and Wright 2006, algorithm 6.1) with an
+    Armijo backtracking line search (quadratic interpolation, algorithm 3.5's
+    sufficient-decrease test). The first trial step of each line search is SciPy's
+    rule min(1, 2.02 (f_k - f_{k-1}) / g^T p) (with f_{-1} = f_0 + ||g_0|| / 2), so
+    the path follows ``scipy.optimize.minimize(method="BFGS")`` closely; the update
+    is skipped when s^T y <= 0. It stops when the largest gradient entry is below
+    ``tol``, when no sufficient decrease is found (the round-off floor, which
+    float32 meets early) or after ``max_iter`` iterations. The loops are
+    ``lax.while_loop``s: vmap over test points runs them in lockstep.
+
+    Args:
+        energy: ``energy(y, state) -> scalar``, e.g. a partial of
+            :func:`tgp_kl_energy`.
+        y0: start (the linear-regression prediction in :class:`TwinGP`).
+        state: the test point's :class:`KLState` or :class:`HSICState`.
+        max_iter: BFGS iterations at most.
+        tol: gradient tolerance (infinity norm).
+
+    Returns:
+        :class:`TGPSolution`; where the energy at the end is not finite the start
+        is returned.
+    """
+
+    def fun(y):
+        return energy(y, state)
+
+    value_and_grad = jax.value_and_grad(fun)
+    f0, g0 = value_and_grad(y0)
+    d = y0.shape[0]
+    eye = jnp.eye(d, dtype=y0.dtype)
+
+    def going(c):
+        return ~c.done & (c.k < max_iter)
+
+    def step(c):
+        p = -c.H @ c.g
+        slope = jnp.dot(c.g, p)
+        descent = slope < 0.0
+        p = jnp.where(descent, p, -c.g)  # reset to steepest descent
+        H = jnp.where(descent, c.H, eye)
+        slope = jnp.where(descent, slope, -jnp.dot(c.g, c.g))
+        a0 = 2.02 * (c.f - c.f_old) / slope
+        a0 = jnp.where(jnp.isfinite(a0) & (a0 > 0.0), jnp.minimum(1.0, a0), 1.0)
+        a, _, ok = _backtrack(fun, c.y, c.f, slope, p, a0, 40)
+        s = a * p
+        y_new = c.y + s
+        f_new, g_new = value_and_grad(y_new)
+        yk = g_new - c.g
+        sy = jnp.dot(s, yk)
+        rho = 1.0 / jnp.where(sy > 0.0, sy, 1.0)
+        V = eye - rho * jnp.outer(s, yk)
+        H_new = jnp.where(sy > 0.0, V @ H @ V.T + rho * jnp.outer(s, s), H)
+        converged = jnp.max(jnp.abs(g_new)) < tol
+        y_new = jnp.where(ok, y_new, c.y)
+        return _BFGSCarry(
+            c.k + 1, y_new, jnp.where(ok, f_new, c.f), c.f,
+            jnp.where(ok, g_new, c.g), jnp.where(ok, H_new, H),
+            converged | ~ok, converged & ok,
+        )
+
+    init = _BFGSCarry(
+        jnp.zeros((), jnp.int32), y0, f0, f0 + jnp.linalg.norm(g0) / 2.0, g0, eye,
+        jnp.max(jnp.abs(g0)) < tol, jnp.max(jnp.abs(g0)) < tol,
+    )
+    c = jax.lax.while_loop(going, step, init)
+    ok = jnp.isfinite(c.f) & jnp.all(jnp.isfinite(c.y))
+    return TGPSolution(
+        jnp.where(ok, c.y, y0), jnp.where(ok, c.f, f0),
+        jnp.where(c.converged, 0, jnp.where(c.k >= max_iter, 1, 2)), c.k,
+    )
+
+
+@jax.jit
+def _linear_init_weights(X, Y):
+    Xe = jnp.concatenate([jnp.ones((X.shape[0], 1), X.dtype), X], axis=1)
+    H = Xe.T @ Xe
+    lam = 1e-5 * jnp.mean(jnp.diagonal(H))
+    A = H + lam * jnp.eye(H.shape[0], dtype=H.dtype)
+    return jsl.cho_solve(jsl.cho_factor(A, lower=True), Xe.T @ Y)
+
+
+def linear_init_weights(
+    X: Float[ArrayLike, "n_samples n_features"], Y: Float[ArrayLike, "n_outputs d_y"]
+) -> Float[Array, "n_features_plus_1 d_y"]:
+    """Ridge linear regression with bias, the TGP start (original ``LinearRegressor``).
+
+    W = ([1 X]^T [1 X] + lam I)^-1 [1 X]^T Y with lam = 1e-5 mean(diag([1 X]^T
+    [1 X])); predict with ``[1, x] @ W``. Cost O(n d^2 + d^3).
+    """
+    X = check_data(X, "X")
+    Y = check_data(Y, "Y")
+    check_same_length(X, Y, "X", "Y")
+    return _linear_init_weights(X, Y)
+
+
+def _cholesky(A, name):
+    """Lower Cholesky factor, with growing jitter (and a warning) if it fails."""
+    n = A.shape[0]
+    L = jnp.linalg.cholesky(A)
+    jitter = 1e-10 * float(jnp.max(jnp.abs(jnp.diagonal(A))) + 1.0)
+    while not bool(jnp.all(jnp.isfinite(L))):
+        if jitter > 1e3:
+            raise np.linalg.LinAlgError(f"{name} is not positive definite")
+        warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
+        L = jnp.linalg.cholesky(A + jitter * jnp.eye(n, dtype=A.dtype))
+        jitter *= 100.0
+    return L
+
+
+@jax.jit
+def _whiten(A):
+    """W = V diag(lambda)^-1/2 with A = V diag(lambda) V^T, so A^-1 = W W^T.
+
+    Eigenvalues below eps * max (an indefinite or singular A) are raised to it;
+    the second output says whether any was.
+    """
+    lam, V = jnp.linalg.eigh(A)
+    floor = jnp.finfo(A.dtype).eps * jnp.max(jnp.abs(lam))
+    return V * jax.lax.rsqrt(jnp.maximum(lam, floor))[None, :], jnp.any(lam < floor)
+
+
+@jax.jit
+def _gp_mean(X, Y, Z, gamma, ridge):
+    K = rbf_gram(X, X, gamma)
+    c = jsl.cho_factor(K + ridge * jnp.eye(K.shape[0], dtype=K.dtype), lower=True)
+    return rbf_gram(Z, X, gamma) @ jsl.cho_solve(c, Y)
+
+
+def gp_predict(
+    X_train: Float[ArrayLike, "n_samples n_features"],
+    Y_train: Float[ArrayLike, "n_outputs d_y"],
+    X_test: Float[ArrayLike, "n_test n_features_test"],
+    *,
+    gamma: float,
+    ridge: float,
+) -> Float[Array, "n_test d_y"]:
+    """GP regression mean (kernel ridge) with an RBF kernel, the TGP baseline.
+
+    k(x)^T (K + ridge I)^-1 Y with k(x, x') = exp(-gamma ||x - x'||^2), as in the
+    original S-shape demo. 1-D inputs/outputs are read as one column. Cost
+    O(N^3 + T N d).
+    """
+    gamma = check_positive(gamma, "gamma")
+    ridge = check_positive(ridge, "ridge")
+    X_train = check_data(X_train, "X_train")
+    Y_train = check_data(Y_train, "Y_train")
+    X_test = check_data(X_test, "X_test")
+    check_same_length(X_train, Y_train, "X_train", "Y_train")
+    _check_features(X_test, X_train.shape[1], "X_test")
+    return _gp_mean(X_train, Y_train, X_test, gamma, ridge)
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def _wknn(X, Y, Z, k):
+    d2 = squared_distances(Z, X)
+    neg, idx = jax.lax.top_k(-d2, k)
+    d = -neg
+    exact = d <= 0.0
+    w = jnp.where(
+        jnp.any(exact, axis=1, keepdims=True),
+        exact.astype(d.dtype),
+        1.0 / jnp.where(exact, 1.0, d),
+    )
+    w = w / jnp.sum(w, axis=1, keepdims=True)
+    return jnp.einsum("tk,tkd->td", w, Y[idx])
+
+
+def weighted_knn_predict(
+    X_train: Float[ArrayLike, "n_samples n_features"],
+    Y_train: Float[ArrayLike, "n_outputs d_y"],
+    X_test: Float[ArrayLike, "n_test n_features_test"],
+    *,
+    n_neighbors: int = 1,
+) -> Float[Array, "n_test d_y"]:
+    """Weighted k-NN regression of the original release (``WKNNRegressor.m``).
+
+    The k nearest training inputs by Euclidean distance vote with weights
+    1 / ||x - x_i||^2, normalised to sum to one; a training input equal to x takes
+    all the weight. With ``n_neighbors=1`` (the paper's "weighted 1-NN") it is
+    plain 1-NN. Cost O(T N d).
+    """
+    X_train = check_data(X_train, "X_train")
+    Y_train = check_data(Y_train, "Y_train")
+    X_test = check_data(X_test, "X_test")
+    check_same_length(X_train, Y_train, "X_train", "Y_train")
+    _check_features(X_test, X_train.shape[1], "X_test")
+    k = check_integer(n_neighbors, "n_neighbors", minimum=1, maximum=X_train.shape[0])
+    return _wknn(X_train, Y_train, X_test, k)
+
+
+def _check_features(X, n_features, name):
+    if X.shape[1] != n_features:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features, but {n_features} were expected "
+            "(the training inputs')"
+        )
+
+
+class _Model(NamedTuple):
+    """Fitted arrays the compiled prediction needs (static structure kept apart)."""
+
+    X: Float[Array, "n d_x"]
+    Y: Float[Array, "n d_y"]
+    K_in: Float[Array, "n n"]
+    K_out: Float[Array, "n n"]
+    chol_in: Float[Array, "n n"] | None
+    whiten: Float[Array, "n n"] | None
+    weights: Float[Array, "d_x1 d_y"]
+    ridge: Float[Array, ""]
+    out: OutputKernel
+
+
+def _energy(criterion, basis, gegenbauer_lambda, out):
+    fn = tgp_kl_energy if criterion == "kl" else tgp_hsic_energy
+    return lambda y, s: fn(y, s, out, basis, gegenbauer_lambda)
+
+
+def _init(model, X_test):
+    return model.weights[0][None, :] + X_test @ model.weights[1:]
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("criterion", "max_iter", "basis", "gegenbauer_lambda"),
+)
+def _predict_global(
+    model, X_test, k_x, k_xx, tol, *, criterion, max_iter, basis, gegenbauer_lambda
+):
+    y0 = _init(model, X_test)
+    energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
+    # States of all test points at once (one multi-right-hand-side solve); the
+    # shared arrays stay unbatched (axis None).
+    if criterion == "kl":
+        u = jsl.cho_solve((model.chol_in, True), k_x.T).T
+        eta = k_xx + model.ridge - jnp.sum(k_x * u, axis=1)
+        state = KLState(u, eta, model.Y, model.whiten, model.ridge)
+        axes = KLState(0, 0, None, None, None)
+    else:
+        c, m_nn = jax.vmap(_hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
+        state = HSICState(c, m_nn, model.Y)
+        axes = HSICState(0, 0, None)
+    solve = functools.partial(tgp_minimize, energy, max_iter=max_iter, tol=tol)
+    return jax.vmap(solve, (0, axes))(y0, state)
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "criterion", "n_neighbors", "max_iter", "basis", "gegenbauer_lambda",
+        "batch_size",
+    ),
+)
+def _predict_local(
+    model, X_test, k_x, k_xx, tol, *, criterion, n_neighbors, max_iter, basis,
+    gegenbauer_lambda, batch_size,
+):
+    y0 = _init(model, X_test)
+    energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
+    # Neighbours by Euclidean input distance, as the original TGPKNN.m.
+    idx = jax.lax.top_k(-squared_distances(X_test, model.X), n_neighbors)[1]
+    eye = jnp.eye(n_neighbors, dtype=X_test.dtype)
+
+    def one(args):
+        y0_t, idx_t, kx_t, kxx_t = args
+        K = model.K_in[idx_t][:, idx_t]
+        Y = model.Y[idx_t]
+        kx = kx_t[idx_t]
+        if criterion == "kl":
+            chol_in = jnp.linalg.cholesky(K + model.ridge * eye)
+            G = model.K_out[idx_t][:, idx_t]
+            whiten = _whiten(G + model.ridge * eye)[0]
+            state = tgp_kl_state(chol_in, whiten, Y, kx, kxx_t, model.ridge)
+        else:
+            state = tgp_hsic_state(K, Y, kx, kxx_t)
+        return tgp_minimize(energy, y0_t, state, max_iter=max_iter, tol=tol)
+
+    return jax.lax.map(one, (y0, idx, k_x, k_xx), batch_size=batch_size)
+
+
+class TwinGP(BaseEstimator):
+    """Twin Gaussian Process regression (Bo and Sminchisescu 2010).
+
+    Args:
+        criterion: ``"kl"`` (eq. (14)) or ``"hsic"`` (eq. (19)); see the module
+            docstring for both energies.
+        gamma_x, gamma_y: RBF rates of the input and output kernels,
+            k(x, x') = exp(-gamma ||x - x'||^2) (the original code's ``kparam1``,
+            ``kparam2``).
+        ridge: added to the diagonals of both training Grams (``lambda``), > 0.
+        n_neighbors: ``None`` for one global model; else each test point gets a
+            local model on its ``n_neighbors`` nearest training inputs
+            (Euclidean), factorised per test point.
+        transform: an unfitted :class:`PolynomialKernelTransform` (or any object
+            with ``fit(K, G)``, ``transform_input``, ``transform_output``,
+            ``beta_``, ``basis``, ``lambda_y_``): it is cloned, fitted on
+            the base training Grams, and applied to every input and output kernel
+            value, training, cross and diagonal.
+        max_iter: BFGS iterations per test point.
+        tol: BFGS gradient tolerance (infinity norm).
+        batch_size: test points whose local models are held at once
+            (``n_neighbors`` only); memory O(batch_size n_neighbors^2).
+
+    Attributes:
+        criterion_, gamma_x_, gamma_y_, ridge_, n_neighbors_: resolved settings.
+        transform_: the fitted transform, or ``None``.
+        init_weights_: ``(d_x + 1, d_y)`` linear-regression start.
+        n_samples_fit_, n_features_in_, n_outputs_: training shapes.
+        solution_: :class:`TGPSolution` of the last ``predict``.
+
+    Cost: fit O(N^3) (two Cholesky factorisations; none with ``n_neighbors``),
+    O(N^2) memory. predict O(T N^2 I) for T test points and I energy
+    evaluations each (O(T (k^3 + k^2 I)) with k neighbours).
+
+    Examples:
+        >>> import numpy as np
+        >>> t = np.linspace(0, 1, 60); x = t + 0.3 * np.sin(2 * np.pi * t)
+        >>> tgp = TwinGP(gamma_x=0.2 * 100, gamma_y=20.0, ridge=1e-3).fit(x, t)
+        >>> pred = tgp.predict(np.array([0.1, 0.9]))
+        >>> pred.shape
+        (2,)
+    """
+
+    def __init__(
+        self,
+        criterion="kl",
+        gamma_x=1.0,
+        gamma_y=1.0,
+        ridge=1e-3,
+        n_neighbors=None,
+        transform=None,
+        max_iter=100,
+        tol=1e-6,
+        batch_size=256,
+    ):
+        self.criterion = criterion
+        self.gamma_x = gamma_x
+        self.gamma_y = gamma_y
+        self.ridge = ridge
+        self.n_neighbors = n_neighbors
+        self.transform = transform
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+
+    def fit(self, X, Y):
+        """Fit on inputs ``X`` ``(n, d_x)`` and outputs ``Y`` ``(n, d_y)``/``(n,)``."""
+        if self.criterion not in CRITERIA:
+            raise ValueError(
+                f"criterion must be one of {CRITERIA}, got {self.criterion!r}"
+            )
+        gamma_x = check_positive(self.gamma_x, "gamma_x")
+        gamma_y = check_positive(self.gamma_y, "gamma_y")
+        ridge = check_positive(self.ridge, "ridge")
+        check_integer(self.max_iter, "max_iter", minimum=1)
+        check_positive(self.tol, "tol")
+        check_integer(self.batch_size, "batch_size", minimum=1)
+        X = check_data(X, "X", min_samples=2)
+        if isinstance(X, tuple):
+            raise TypeError("TwinGP needs numeric X, got strings")
+        Y_arr = as_float_array(Y, "Y")
+        if Y_arr.ndim not in (1, 2):
+            raise ValueError(f"Y must be 1- or 2-dimensional, got shape {Y_arr.shape}")
+        self._y_1d = Y_arr.ndim == 1
+        Y2 = Y_arr[:, None] if self._y_1d else Y_arr
+        check_same_length(X, Y2, "X", "Y")
+        n = X.shape[0]
+        self.n_neighbors_ = (
+            None if self.n_neighbors is None
+            else check_integer(self.n_neighbors, "n_neighbors", minimum=2, maximum=n)
+        )
+        K = rbf_gram(X, X, gamma_x)
+        G = rbf_gram(Y2, Y2, gamma_y)
+        out_coef, projector, basis, glam = None, None, "monomial", 0.5
+        self.transform_ = None
+        if self.transform is not None:
+            tr = clone(self.transform).fit(K, G)
+            K = jnp.asarray(tr.transform_input(K), X.dtype)
+            G = jnp.asarray(tr.transform_output(G), X.dtype)
+            out_coef = jnp.asarray(tr.beta_, X.dtype)
+            basis, glam = tr.basis, float(tr.lambda_y_)
+            projector = getattr(tr, "output_projector_", None)
+            if projector is not None and self.n_neighbors_ is not None:
+                raise ValueError(
+                    "n_neighbors needs a PSD output transform: this transform's "
+                    "output Gram was projected onto the PSD cone over all "
+                    "training points (use degree_y=1 or the monomial basis)"
+                )
+            self.transform_ = tr
+        self._static = {"basis": basis, "gegenbauer_lambda": glam}
+        eye = jnp.eye(n, dtype=X.dtype)
+        chol_in = whiten = None
+        if self.criterion == "kl" and self.n_neighbors_ is None:
+            chol_in = _cholesky(K + ridge * eye, "K_X + ridge I")
+            whiten, clipped = _whiten(G + ridge * eye)
+            if bool(clipped):
+                warn_once("K_Y + ridge I is not positive definite; eigenvalues "
+                          "below eps * max were raised to it")
+        dtype = X.dtype
+        self.model_ = _Model(
+            X, Y2, K, G, chol_in, whiten, _linear_init_weights(X, Y2),
+            jnp.asarray(ridge, dtype),
+            OutputKernel(jnp.asarray(gamma_y, dtype), out_coef, projector),
+        )
+        self.criterion_, self.gamma_x_, self.gamma_y_ = self.criterion, gamma_x, gamma_y
+        self.ridge_ = ridge
+        self.init_weights_ = self.model_.weights
+        self.n_samples_fit_, self.n_features_in_ = X.shape
+        self.n_outputs_ = Y2.shape[1]
+        return self
+
+    def _input_kernels(self, X):
+        k_x = rbf_gram(X, self.model_.X, self.gamma_x_)
+        k_xx = jnp.ones((X.shape[0],), X.dtype)
+        if self.transform_ is not None:
+            k_x = jnp.asarray(self.transform_.transform_input(k_x), X.dtype)
+            k_xx = jnp.asarray(self.transform_.transform_input(k_xx), X.dtype)
+        return k_x, k_xx
+
+    def predict(self, X):
+        """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y)."""
+        check_is_fitted(self, "model_")
+        X = check_data(X, "X")
+        if isinstance(X, tuple):
+            raise TypeError("TwinGP needs numeric X, got strings")
+        _check_features(X, self.n_features_in_, "X")
+        X = X.astype(self.model_.X.dtype)
+        k_x, k_xx = self._input_kernels(X)
+        tol = jnp.asarray(self.tol, X.dtype)
+        common = dict(criterion=self.criterion_, max_iter=int(self.max_iter),
+                      **self._static)
+        if self.n_neighbors_ is None:
+            sol = _predict_global(self.model_, X, k_x, k_xx, tol, **common)
+        else:
+            sol = _predict_local(
+                self.model_, X, k_x, k_xx, tol, n_neighbors=self.n_neighbors_,
+                batch_size=int(self.batch_size), **common,
+            )
+        if not bool(jnp.all(jnp.isfinite(sol.y))):
+            raise FloatingPointError("TGP prediction is not finite")
+        self.solution_ = sol
+        y = np.asarray(sol.y)
+        return y[:, 0] if self._y_1d else y
