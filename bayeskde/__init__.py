@@ -1,6 +1,8 @@
 """bayeskde: Bayesian kernel learning for structured prediction on JAX and NumPyro."""
 
+from . import hmm as hmm
 from . import kernels as kernels
+from . import meanmap as meanmap
 from .hyperlearn import HyperkernelLearner as HyperkernelLearner
 from .hyperlearn import LearnedKernel as LearnedKernel
 from .kde import KernelDependencyEstimator as KernelDependencyEstimator
@@ -13,7 +15,9 @@ from .tgp import TwinGP as TwinGP
 __version__ = "0.1.0"
 
 __all__ = [
+    "hmm",
     "kernels",
+    "meanmap",
     "KernelDependencyEstimator",
     "KernelDependencyEstimatorCV",
     "KNNDependencyEstimator",

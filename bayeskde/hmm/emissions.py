@@ -1,0 +1,144 @@
+"""Emission models of an HMM as parameter NamedTuples, and their log likelihoods.
+
+The inference routines never see these: they take ``log_likelihoods`` of shape
+``(num_timesteps, num_states)``, which the functions here compute from an emission's
+parameters and one observation sequence.
+
+- :class:`CategoricalEmission`: ``log_probs[i, m] = log P(x_t = m | q_t = i)``.
+- :class:`GaussianEmission`: ``x_t | q_t = i ~ N(means[i], covariances[i])``, with
+  full ``(N, D, D)`` or diagonal ``(N, D)`` covariances (told apart by their rank).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+from .._typing import ArrayLike
+
+__all__ = [
+    "CategoricalEmission",
+    "GaussianEmission",
+    "categorical_log_likelihoods",
+    "gaussian_log_likelihoods",
+    "emission_log_likelihoods",
+]
+
+
+class CategoricalEmission(NamedTuple):
+    """Discrete observations over ``M`` symbols.
+
+    Attributes:
+        log_probs: ``(num_states, num_symbols)`` log emission probabilities; each
+            row's probabilities sum to one.
+    """
+
+    log_probs: Float[Array, "num_states num_symbols"]
+
+
+class GaussianEmission(NamedTuple):
+    """Continuous observations in ``D`` dimensions, one Gaussian per state.
+
+    Attributes:
+        means: ``(num_states, num_features)``.
+        covariances: ``(num_states, num_features, num_features)`` full covariances,
+            or ``(num_states, num_features)`` diagonal variances.
+    """
+
+    means: Float[Array, "num_states num_features"]
+    covariances: (
+        Float[Array, "num_states num_features num_features"]
+        | Float[Array, "num_states num_features"]
+    )
+
+
+def categorical_log_likelihoods(
+    emission: CategoricalEmission, obs: Int[ArrayLike, " num_timesteps"]
+) -> Float[Array, "num_timesteps num_states"]:
+    """``log P(x_t | q_t = i)`` for a symbol sequence.
+
+    Cost: O(T N) time and memory (a gather).
+
+    Args:
+        emission: the categorical emission parameters.
+        obs: ``(T,)`` integer symbols in ``[0, num_symbols)``; out-of-range symbols
+            are not checked here (jit-safe); :func:`~bayeskde.hmm.pad_sequences`
+            checks them.
+
+    Returns:
+        ``(T, num_states)`` log likelihoods.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> em = CategoricalEmission(jnp.log(jnp.array([[0.9, 0.1], [0.2, 0.8]])))
+        >>> categorical_log_likelihoods(em, jnp.array([0, 1])).shape
+        (2, 2)
+    """
+    return jnp.take(emission.log_probs, jnp.asarray(obs), axis=1).T
+
+
+def gaussian_log_likelihoods(
+    emission: GaussianEmission, obs: Float[ArrayLike, "num_timesteps num_features"]
+) -> Float[Array, "num_timesteps num_states"]:
+    """Gaussian log densities ``log N(x_t; means[i], covariances[i])``.
+
+    Full covariances go through their Cholesky factors (a triangular solve, never an
+    inverse); diagonal ones through their variances.
+
+    Cost: O(N D^3 + T N D^2) time for full covariances, O(T N D) for diagonal ones;
+    O(T N D) memory.
+
+    Args:
+        emission: the Gaussian emission parameters.
+        obs: ``(T, D)`` observations.
+
+    Returns:
+        ``(T, num_states)`` log densities.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> em = GaussianEmission(jnp.zeros((2, 1)), jnp.ones((2, 1)))
+        >>> gaussian_log_likelihoods(em, jnp.zeros((3, 1))).shape
+        (3, 2)
+    """
+    obs = jnp.asarray(obs)
+    means, covs = emission.means, emission.covariances
+    num_features = means.shape[-1]
+    const = -0.5 * num_features * math.log(2.0 * math.pi)
+    diff = obs[:, None, :] - means[None, :, :]  # (T, N, D)
+    if covs.ndim == 2:
+        maha = jnp.sum(diff**2 / covs[None], axis=-1)
+        logdet = jnp.sum(jnp.log(covs), axis=-1)
+    else:
+        chol = jnp.linalg.cholesky(covs)  # (N, D, D)
+
+        def _state(c, d):  # c: (D, D), d: (T, D)
+            z = jax.scipy.linalg.solve_triangular(c, d.T, lower=True)
+            return jnp.sum(z**2, axis=0)
+
+        maha = jax.vmap(_state, in_axes=(0, 1), out_axes=1)(chol, diff)
+        logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
+    return const - 0.5 * (logdet[None, :] + maha)
+
+
+def emission_log_likelihoods(
+    emission: CategoricalEmission | GaussianEmission, obs: ArrayLike
+) -> Float[Array, "num_timesteps num_states"]:
+    """Dispatch to :func:`categorical_log_likelihoods` or
+    :func:`gaussian_log_likelihoods` by the emission's type.
+
+    Raises:
+        TypeError: for any other emission type.
+    """
+    if isinstance(emission, CategoricalEmission):
+        return categorical_log_likelihoods(emission, obs)
+    if isinstance(emission, GaussianEmission):
+        return gaussian_log_likelihoods(emission, obs)
+    raise TypeError(
+        "emission must be a CategoricalEmission or a GaussianEmission, got "
+        f"{type(emission).__name__}"
+    )

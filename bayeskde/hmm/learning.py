@@ -1,0 +1,626 @@
+"""Batches of variable-length sequences, batched posteriors, Baum-Welch EM, sampling.
+
+A data set of sequences is padded once (:func:`pad_sequences`) to ``(B, T_max)``
+(symbols) or ``(B, T_max, D)`` (vectors) with their ``lengths``; every batched
+function then runs one compiled program over the whole set, masking the padding
+(see :mod:`bayeskde.hmm.inference`), with no Python loop over sequences. Padding
+costs ``B * T_max`` work, so very unequal lengths are best split into buckets.
+
+:func:`fit_hmm` is Baum-Welch EM (Rabiner 1989, eqs. 40a-40c; Gaussian re-estimation
+eqs. 52-54 with one component per state) over all sequences at once, the whole loop
+inside one ``lax.while_loop``, several random restarts batched with ``vmap``. Two
+guards keep EM off degenerate solutions:
+
+- ``pseudo_count`` is added to every expected count of the initial, transition and
+  categorical emission probabilities (a symmetric Dirichlet prior with concentration
+  ``1 + pseudo_count``, so the M-step is a MAP step): no probability becomes exactly
+  zero, and a symbol never seen in training keeps a finite log likelihood;
+- ``min_covariance`` is added to the diagonal of every re-estimated covariance (as
+  hmmlearn's ``min_covar``), so no Gaussian collapses onto one point.
+
+With ``pseudo_count = 0`` and a negligible ``min_covariance`` the recorded log
+likelihood is non-decreasing (the EM guarantee, up to rounding); with larger values
+the MAP objective is, and the likelihood may dip by about their size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxtyping import Array, Bool, Float, Int
+
+from .._typing import ArrayLike
+from .._validation import check_integer, check_nonnegative
+from .emissions import CategoricalEmission, GaussianEmission, emission_log_likelihoods
+from .inference import (
+    HMMPosterior,
+    _scaled_likelihoods,
+    _smooth_scaled,
+    _summed_xi,
+    _validate,
+)
+
+__all__ = [
+    "HMMParams",
+    "FitResult",
+    "HMMSample",
+    "pad_sequences",
+    "batch_posteriors",
+    "fit_hmm",
+    "sample_hmm",
+]
+
+
+class HMMParams(NamedTuple):
+    """Parameters of an HMM (a pytree; the emission's type carries its structure).
+
+    Attributes:
+        log_initial: ``(N,)`` log initial state probabilities.
+        log_transition: ``(N, N)`` log transition probabilities, rows sum to one.
+        emission: :class:`~bayeskde.hmm.CategoricalEmission` or
+            :class:`~bayeskde.hmm.GaussianEmission`.
+    """
+
+    log_initial: Float[Array, " num_states"]
+    log_transition: Float[Array, "num_states num_states"]
+    emission: CategoricalEmission | GaussianEmission
+
+
+class FitResult(NamedTuple):
+    """Result of :func:`fit_hmm`.
+
+    Attributes:
+        params: the best restart's :class:`HMMParams`.
+        log_likelihoods: ``(n_iter,)`` total log likelihood of the data at the start
+            of each EM iteration of the best restart; NaN after convergence.
+        converged: ``()`` bool, whether the relative improvement fell below ``tol``.
+    """
+
+    params: HMMParams
+    log_likelihoods: Float[Array, " n_iter"]
+    converged: Bool[Array, ""]
+
+
+class HMMSample(NamedTuple):
+    """Sequences drawn by :func:`sample_hmm`.
+
+    Attributes:
+        states: ``(n_sequences, length)`` int hidden states.
+        observations: ``(n_sequences, length)`` int symbols or
+            ``(n_sequences, length, D)`` vectors.
+    """
+
+    states: Int[Array, "n_sequences length"]
+    observations: Int[Array, "n_sequences length"] | Float[
+        Array, "n_sequences length num_features"
+    ]
+
+
+def _float_dtype():
+    return jnp.result_type(float)
+
+
+def pad_sequences(
+    sequences: Sequence[ArrayLike] | ArrayLike, *, n_symbols: int | None = None
+) -> tuple[Array, Int[Array, " n_sequences"]]:
+    """Pad a list of sequences into one array, with their lengths.
+
+    One-dimensional sequences are symbol sequences (integer values, padded with 0,
+    returned as int32); two-dimensional ``(T_i, D)`` sequences are vectors (padded with
+    0.0, returned in the configured float dtype). Nothing passed in is mutated.
+
+    Cost: O(sum_i T_i) validation, O(B T_max D) memory.
+
+    Args:
+        sequences: non-empty list of ``(T_i,)`` int or ``(T_i, D)`` float arrays.
+        n_symbols: alphabet size; when given, every symbol must lie in
+            ``[0, n_symbols)``.
+
+    Returns:
+        ``(padded, lengths)``: ``(B, T_max)`` or ``(B, T_max, D)``, and ``(B,)``
+        int32.
+
+    Raises:
+        ValueError: no sequences, an empty sequence, mixed ranks or ragged feature
+            dimensions, NaN/inf, non-integer or negative symbols, or symbols
+            ``>= n_symbols``.
+        TypeError: non-numeric data.
+
+    Examples:
+        >>> import numpy as np
+        >>> padded, lengths = pad_sequences([np.array([0, 1, 1]), np.array([2])])
+        >>> padded.tolist(), lengths.tolist()
+        ([[0, 1, 1], [2, 0, 0]], [3, 1])
+    """
+    if n_symbols is not None:
+        n_symbols = check_integer(n_symbols, "n_symbols", minimum=1)
+    seqs = list(sequences)
+    if not seqs:
+        raise ValueError("sequences is empty; need at least one sequence")
+    arrays = []
+    for i, s in enumerate(seqs):
+        a = np.asarray(s)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"sequences[{i}] must hold numbers, got dtype {a.dtype}")
+        if a.ndim not in (1, 2):
+            raise ValueError(
+                f"sequences[{i}] must have shape (T,) or (T, D), got {a.shape}"
+            )
+        if a.shape[0] == 0:
+            raise ValueError(f"sequences[{i}] is empty; every sequence needs T >= 1")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"sequences[{i}] contains NaN or inf")
+        arrays.append(a)
+    ranks = {a.ndim for a in arrays}
+    if len(ranks) > 1:
+        raise ValueError("sequences mix (T,) symbol and (T, D) vector sequences")
+    lengths = np.array([a.shape[0] for a in arrays], np.int32)
+    t_max = int(lengths.max())
+    if ranks == {1}:
+        for i, a in enumerate(arrays):
+            if a.dtype.kind == "f" and not np.all(a == np.round(a)):
+                raise ValueError(
+                    f"sequences[{i}] is 1-D with non-integer values; symbol sequences "
+                    "hold integers, continuous data has shape (T, D)"
+                )
+            lo, hi = a.min(), a.max()
+            if lo < 0:
+                raise ValueError(f"sequences[{i}] has a negative symbol ({lo})")
+            if n_symbols is not None and hi >= n_symbols:
+                raise ValueError(
+                    f"sequences[{i}] has symbol {hi} outside the alphabet "
+                    f"[0, {n_symbols})"
+                )
+        padded = np.zeros((len(arrays), t_max), np.int32)
+        for i, a in enumerate(arrays):
+            padded[i, : a.shape[0]] = a
+        return jnp.asarray(padded), jnp.asarray(lengths)
+    dims = {a.shape[1] for a in arrays}
+    if len(dims) > 1:
+        raise ValueError(
+            f"sequences have ragged feature dimensions {sorted(dims)}; all must "
+            "share one D"
+        )
+    (dim,) = dims
+    if dim == 0:
+        raise ValueError("sequences have zero features (D = 0)")
+    padded = np.zeros((len(arrays), t_max, dim), np.float64)
+    for i, a in enumerate(arrays):
+        padded[i, : a.shape[0]] = a
+    return jnp.asarray(padded, _float_dtype()), jnp.asarray(lengths)
+
+
+def _time_major(padded, lengths):
+    """``(T_max, B[, D])`` observations and the ``(T_max, B)`` mask, the layout of
+    the recursions (see :mod:`bayeskde.hmm.inference`)."""
+    obs = jnp.swapaxes(padded, 0, 1)
+    mask = jnp.arange(obs.shape[0])[:, None] < lengths[None, :]
+    return obs, mask
+
+
+def _scaled_batch_likelihoods(emission, obs, mask):
+    """Scaled likelihoods ``(T_max, N, B)`` and shifts ``(T_max, B)`` of a batch.
+
+    Symbols need no exponential per step: the likelihood column of symbol ``m``,
+    divided by its largest entry, is looked up in a table of ``N x M`` entries.
+    """
+    if isinstance(emission, CategoricalEmission):
+        top = jnp.max(emission.log_probs, axis=0)
+        top = jnp.where(jnp.isfinite(top), top, 0.0)
+        table = jnp.exp(emission.log_probs - top[None, :])
+        lik = jnp.moveaxis(jnp.take(table, obs, axis=1), 0, 1)
+        shift = jnp.where(mask, top[obs], 0.0)
+        return jnp.where(mask[:, None], lik, 1.0), shift
+    t_max, batch = obs.shape[:2]
+    # One call on the flattened steps: a full covariance is factored once.
+    flat = obs.reshape((t_max * batch,) + obs.shape[2:])
+    ll = emission_log_likelihoods(emission, flat).reshape(t_max, batch, -1)
+    return _scaled_likelihoods(jnp.swapaxes(ll, 1, 2), mask)
+
+
+def _batch_smooth(params, obs, mask):
+    lik, shift = _scaled_batch_likelihoods(params.emission, obs, mask)
+    transition = jnp.exp(params.log_transition)
+    s = _smooth_scaled(jnp.exp(params.log_initial), transition, lik, shift, mask)
+    return s, transition
+
+
+def _batch_posteriors(params, padded, lengths):
+    obs, mask = _time_major(padded, lengths)
+    s, transition = _batch_smooth(params, obs, mask)
+    xi = _summed_xi(transition[None], jnp.einsum("tib,tjb->bij", s.alphas, s.u))
+    return HMMPosterior(jnp.transpose(s.gamma, (2, 0, 1)), xi, s.log_likelihood)
+
+
+_batch_posteriors_jit = jax.jit(_batch_posteriors)
+
+
+def batch_posteriors(
+    params: HMMParams, padded: ArrayLike, lengths: Int[ArrayLike, " n_sequences"]
+) -> HMMPosterior:
+    """Posteriors of a whole padded data set in one compiled call.
+
+    Cost: O(B T_max N^2) time (plus the emissions), O(B T_max N) memory.
+
+    Args:
+        params: the HMM.
+        padded: ``(B, T_max)`` symbols or ``(B, T_max, D)`` vectors, as returned by
+            :func:`pad_sequences`.
+        lengths: ``(B,)`` true lengths, each in ``[1, T_max]``.
+
+    Returns:
+        :class:`~bayeskde.hmm.HMMPosterior` with ``gamma`` ``(B, T_max, N)`` (zero on
+        padding), ``xi`` ``(B, N, N)``, ``log_likelihood`` ``(B,)``, ``xi_t=None``.
+
+    Raises:
+        ValueError: inconsistent shapes, lengths outside ``[1, T_max]``, or (for
+            concrete inputs) probabilities that do not sum to one.
+    """
+    padded = jnp.asarray(padded)
+    lengths = jnp.asarray(lengths)
+    if padded.ndim not in (2, 3) or lengths.shape != padded.shape[:1]:
+        raise ValueError(
+            f"padded must be (B, T_max) or (B, T_max, D) and lengths (B,), got "
+            f"{padded.shape} and {lengths.shape}"
+        )
+    n = params.log_initial.shape[0]
+    _validate(params.log_initial, params.log_transition, np.zeros((1, n)), None)
+    if not isinstance(lengths, jax.core.Tracer):
+        lens = np.asarray(lengths)
+        if lens.min() < 1 or lens.max() > padded.shape[1]:
+            raise ValueError(f"lengths must lie in [1, {padded.shape[1]}]")
+    return _batch_posteriors_jit(params, padded, lengths)
+
+
+# ----------------------------------------------------------------------------- EM
+
+
+def _em_data(obs, n_symbols, covariance):
+    """Loop-invariant per-step features of the E-step, ``(T_max, B, F)``."""
+    if n_symbols is not None:
+        return {"onehot": jax.nn.one_hot(obs, n_symbols, dtype=_float_dtype())}
+    if covariance == "full":
+        xx = (obs[..., :, None] * obs[..., None, :]).reshape(obs.shape[:2] + (-1,))
+    else:
+        xx = obs**2
+    return {"x": obs, "xx": xx}
+
+
+def _sufficient_stats(params, obs, mask, data):
+    """Expected counts of one E-step (Rabiner eqs. 40a-40c, 52-54), each one
+    contraction over all steps of all sequences; and the total log likelihood."""
+    s, transition = _batch_smooth(params, obs, mask)
+    gamma = s.gamma  # (T_max, N, B), zero on padding
+    stats = {
+        "initial": jnp.sum(gamma[0], axis=1),
+        "transition": _summed_xi(
+            transition, jnp.einsum("tib,tjb->ij", s.alphas, s.u)
+        ),
+        "occupancy": jnp.sum(gamma, axis=(0, 2)),
+    }
+    if "onehot" in data:
+        stats["symbols"] = jnp.einsum("tnb,tbm->nm", gamma, data["onehot"])
+    else:
+        stats["sum_x"] = jnp.einsum("tnb,tbd->nd", gamma, data["x"])
+        stats["sum_xx"] = jnp.einsum("tnb,tbf->nf", gamma, data["xx"])
+    return stats, jnp.sum(s.log_likelihood)
+
+
+def _log_normalise_counts(counts):
+    return jnp.log(counts) - jnp.log(jnp.sum(counts, axis=-1, keepdims=True))
+
+
+def _m_step(stats, params, pseudo_count, min_covariance, covariance):
+    log_initial = _log_normalise_counts(stats["initial"] + pseudo_count)
+    log_transition = _log_normalise_counts(stats["transition"] + pseudo_count)
+    if "symbols" in stats:
+        emission = CategoricalEmission(
+            _log_normalise_counts(stats["symbols"] + pseudo_count)
+        )
+        return HMMParams(log_initial, log_transition, emission)
+    occ = stats["occupancy"]
+    # A state with (numerically) no occupancy keeps its previous Gaussian.
+    alive = occ > 1e-6 * jnp.sum(occ)
+    occ_safe = jnp.where(alive, occ, 1.0)
+    means = stats["sum_x"] / occ_safe[:, None]
+    if covariance == "full":
+        dim = means.shape[-1]
+        sum_xx = stats["sum_xx"].reshape(-1, dim, dim)
+        covs = sum_xx / occ_safe[:, None, None] - (
+            means[:, :, None] * means[:, None, :]
+        )
+        covs = 0.5 * (covs + jnp.swapaxes(covs, 1, 2))
+        covs = covs + min_covariance * jnp.eye(dim, dtype=covs.dtype)[None]
+        covs = jnp.where(alive[:, None, None], covs, params.emission.covariances)
+    else:
+        covs = stats["sum_xx"] / occ_safe[:, None] - means**2
+        covs = jnp.maximum(covs, 0.0) + min_covariance
+        covs = jnp.where(alive[:, None], covs, params.emission.covariances)
+    means = jnp.where(alive[:, None], means, params.emission.means)
+    return HMMParams(log_initial, log_transition, GaussianEmission(means, covs))
+
+
+def _exponentials(uniforms):
+    # Exp(1) draws from uniforms in [0, 1), floored so that log stays finite.
+    return jnp.maximum(-jnp.log1p(-uniforms), jnp.finfo(uniforms.dtype).tiny)
+
+
+def _dirichlet(exponentials):
+    """Symmetric Dirichlet over axis -2 with concentration ``shape[-1]``: normalised
+    sums of exponentials (Gamma(k, 1) draws). Exact for integer concentrations,
+    and cheap to compile, unlike a rejection sampler."""
+    gammas = jnp.sum(exponentials, axis=-1)
+    return gammas / jnp.sum(gammas, axis=-1, keepdims=True)
+
+
+def _random_init(key, padded, lengths, n_states, n_symbols, covariance):
+    # One uniform draw feeds every random choice: each call site of the PRNG costs
+    # compile time inside the vmapped EM program.
+    sizes = [n_states, n_states * n_states * 5]
+    if n_symbols is not None:
+        sizes.append(n_states * n_symbols)
+    else:
+        sizes.append(padded.shape[0] * padded.shape[1])
+    dtype = _float_dtype()
+    draws = _exponentials(jax.random.uniform(key, (sum(sizes),), dtype))
+    e_init, e_trans, e_emit = jnp.split(draws, np.cumsum(sizes)[:-1].tolist())
+    log_initial = jnp.log(_dirichlet(e_init.reshape(n_states, 1)))
+    # Transition rows near uniform (Dirichlet(5)) with a random tilt: no zeros.
+    log_transition = jnp.log(_dirichlet(e_trans.reshape(n_states, n_states, 5)))
+    if n_symbols is not None:
+        probs = _dirichlet(e_emit.reshape(n_states, n_symbols, 1))
+        emission = CategoricalEmission(jnp.log(probs))
+        return HMMParams(log_initial, log_transition, emission)
+    mask = (jnp.arange(padded.shape[1])[None, :] < lengths[:, None]).ravel()
+    flat = padded.reshape(-1, padded.shape[-1])
+    # Means: distinct observed steps drawn uniformly (Gumbel top-k, as
+    # jax.random.choice without replacement); covariances: the data's.
+    gumbel = jnp.where(mask, -jnp.log(e_emit), -jnp.inf)
+    _, idx = lax.top_k(gumbel, n_states)
+    means = flat[idx]
+    count = jnp.sum(mask)
+    mean = jnp.sum(flat * mask[:, None], axis=0) / count
+    centred = (flat - mean[None, :]) * mask[:, None]
+    cov = centred.T @ centred / count
+    dim = flat.shape[-1]
+    if covariance == "full":
+        cov = cov + 1e-3 * jnp.trace(cov) / dim * jnp.eye(dim, dtype=dtype)
+        covs = jnp.broadcast_to(cov, (n_states, dim, dim))
+    else:
+        covs = jnp.broadcast_to(jnp.diagonal(cov) + 1e-3, (n_states, dim))
+    return HMMParams(log_initial, log_transition, GaussianEmission(means, covs))
+
+
+def _em(init, obs, mask, data, n_iter, tol, pseudo_count, min_covariance, *,
+        history_size, covariance):
+    dtype = _float_dtype()
+
+    def _cond(carry):
+        i, _, _, _, converged = carry
+        return (i < n_iter) & ~converged
+
+    def _body(carry):
+        i, params, prev, history, _ = carry
+        stats, ll = _sufficient_stats(params, obs, mask, data)
+        history = history.at[i].set(ll)
+        converged = (i > 0) & (ll - prev < tol * jnp.abs(ll))
+        new = _m_step(stats, params, pseudo_count, min_covariance, covariance)
+        params = jax.tree.map(lambda a, b: jnp.where(converged, a, b), params, new)
+        return i + 1, params, ll, history, converged
+
+    history = jnp.full(history_size, jnp.nan, dtype)
+    carry = (0, init, jnp.array(-jnp.inf, dtype), history, jnp.array(False))
+    _, params, ll, history, converged = lax.while_loop(_cond, _body, carry)
+    return params, history, converged, ll
+
+
+def _fit(key, init, use_init, padded, lengths, n_iter, tol, pseudo_count,
+         min_covariance, *, n_symbols, covariance, n_restarts, history_size):
+    # Only shapes and structure are static: n_iter, the tolerances and whether a
+    # start was given are traced, so they do not recompile.
+    n_states = init.log_initial.shape[0]
+    obs, mask = _time_major(padded, lengths)
+    data = _em_data(obs, n_symbols, covariance)
+
+    def _one(k):
+        rand = _random_init(k, padded, lengths, n_states, n_symbols, covariance)
+        start = jax.tree.map(lambda a, b: jnp.where(use_init, a, b), init, rand)
+        return _em(start, obs, mask, data, n_iter, tol, pseudo_count,
+                   min_covariance, history_size=history_size, covariance=covariance)
+
+    params, history, converged, final = jax.vmap(_one)(
+        jax.random.split(key, n_restarts)
+    )
+    best = jnp.argmax(jnp.where(jnp.isnan(final), -jnp.inf, final))
+    return jax.tree.map(lambda a: a[best], (params, history, converged))
+
+
+_fit_jit = jax.jit(
+    _fit, static_argnames=("n_symbols", "covariance", "n_restarts", "history_size")
+)
+
+
+def _placeholder_params(n_states, n_symbols, covariance, dim):
+    """Parameters of the right structure, for the traced ``use_init=False``."""
+    dtype = _float_dtype()
+    log_initial = jnp.zeros(n_states, dtype)
+    log_transition = jnp.zeros((n_states, n_states), dtype)
+    if n_symbols is not None:
+        emission = CategoricalEmission(jnp.zeros((n_states, n_symbols), dtype))
+    else:
+        shape = (n_states, dim, dim) if covariance == "full" else (n_states, dim)
+        emission = GaussianEmission(jnp.zeros((n_states, dim), dtype),
+                                    jnp.zeros(shape, dtype))
+    return HMMParams(log_initial, log_transition, emission)
+
+
+def fit_hmm(
+    key: Array,
+    sequences: Sequence[ArrayLike] | ArrayLike,
+    n_states: int,
+    *,
+    emission: str = "categorical",
+    covariance: str = "diag",
+    n_symbols: int | None = None,
+    n_iter: int = 100,
+    tol: float = 1e-6,
+    n_restarts: int = 3,
+    init: HMMParams | None = None,
+    pseudo_count: float = 1e-2,
+    min_covariance: float = 1e-3,
+) -> FitResult:
+    """Fit an HMM to a set of sequences by Baum-Welch EM with random restarts.
+
+    All sequences are padded and processed together; the restarts run batched; the
+    EM loop is one compiled ``lax.while_loop`` (recompiled only when the static
+    configuration or the padded shape changes). EM stops when the relative
+    improvement of the total log likelihood falls below ``tol`` or after ``n_iter``
+    iterations. The restart with the largest final log likelihood wins.
+
+    Cost: O(n_restarts * n_iter * B * T_max * (N^2 + N M)) time for symbols,
+    ``N D^2`` in place of ``N M`` for full Gaussians; O(n_restarts B T_max N) memory.
+
+    Args:
+        key: PRNG key; split into one key per restart.
+        sequences: list of ``(T_i,)`` int or ``(T_i, D)`` float arrays.
+        n_states: number of hidden states N.
+        emission: ``"categorical"`` or ``"gaussian"``.
+        covariance: ``"diag"`` or ``"full"`` (Gaussian emissions).
+        n_symbols: alphabet size (categorical); default ``max symbol + 1``.
+        n_iter: maximum EM iterations.
+        tol: relative tolerance on the log-likelihood improvement.
+        n_restarts: number of random initialisations.
+        init: starting parameters; when given every restart starts there (so one
+            restart suffices).
+        pseudo_count: Dirichlet pseudo-count added to the expected counts.
+        min_covariance: added to the diagonal of the re-estimated covariances.
+
+    Returns:
+        :class:`FitResult`.
+
+    Raises:
+        ValueError / TypeError: bad sequences (see :func:`pad_sequences`) or options.
+
+    Examples:
+        >>> import jax, numpy as np
+        >>> seqs = [np.array([0, 0, 1, 1, 0, 0]), np.array([1, 1, 0])]
+        >>> res = fit_hmm(jax.random.key(0), seqs, 2, n_iter=5, n_restarts=2)
+        >>> res.params.emission.log_probs.shape, res.log_likelihoods.shape
+        ((2, 2), (5,))
+    """
+    n_states = check_integer(n_states, "n_states", minimum=1)
+    n_iter = check_integer(n_iter, "n_iter", minimum=1)
+    n_restarts = check_integer(n_restarts, "n_restarts", minimum=1)
+    tol = check_nonnegative(tol, "tol")
+    pseudo_count = check_nonnegative(pseudo_count, "pseudo_count")
+    min_covariance = check_nonnegative(min_covariance, "min_covariance")
+    if emission not in ("categorical", "gaussian"):
+        raise ValueError(
+            f"emission must be 'categorical' or 'gaussian', got {emission!r}"
+        )
+    if covariance not in ("diag", "full"):
+        raise ValueError(f"covariance must be 'diag' or 'full', got {covariance!r}")
+    padded, lengths = pad_sequences(sequences, n_symbols=n_symbols)
+    if emission == "categorical":
+        if padded.ndim != 2:
+            raise ValueError(
+                "emission='categorical' needs (T_i,) integer symbol sequences"
+            )
+        if n_symbols is None:
+            n_symbols = int(jnp.max(padded)) + 1
+        covariance = "diag"
+    else:
+        if padded.ndim != 3:
+            raise ValueError("emission='gaussian' needs (T_i, D) float sequences")
+        n_symbols = None
+    dtype = _float_dtype()
+    use_init = init is not None
+    if use_init:
+        _validate(init.log_initial, init.log_transition, np.zeros((1, n_states)), None)
+        init = jax.tree.map(lambda a: jnp.asarray(a, dtype), init)
+    else:
+        dim = padded.shape[-1] if n_symbols is None else None
+        init = _placeholder_params(n_states, n_symbols, covariance, dim)
+    # The history buffer's length is static; rounding it up to a power of two lets
+    # every n_iter up to it share one compiled loop.
+    history_size = max(128, 1 << (n_iter - 1).bit_length())
+    params, history, converged = _fit_jit(
+        key, init, jnp.asarray(use_init), padded, lengths,
+        jnp.asarray(n_iter), jnp.asarray(tol, dtype),
+        jnp.asarray(pseudo_count, dtype), jnp.asarray(min_covariance, dtype),
+        n_symbols=n_symbols, covariance=covariance, n_restarts=n_restarts,
+        history_size=history_size,
+    )
+    return FitResult(params, history[:n_iter], converged)
+
+
+# ------------------------------------------------------------------------ sampling
+
+
+def _sample_one(key, params, length):
+    k_states, k_obs = jax.random.split(key)
+    keys = jax.random.split(k_states, length)
+    first = jax.random.categorical(keys[0], params.log_initial)
+
+    def _step(state, k):
+        nxt = jax.random.categorical(k, params.log_transition[state])
+        return nxt, nxt
+
+    _, rest = lax.scan(_step, first, keys[1:])
+    states = jnp.concatenate([first[None], rest])
+    em = params.emission
+    if isinstance(em, CategoricalEmission):
+        obs = jax.random.categorical(k_obs, em.log_probs[states])
+        return states, obs
+    z = jax.random.normal(k_obs, (length, em.means.shape[-1]), em.means.dtype)
+    if em.covariances.ndim == 2:
+        noise = z * jnp.sqrt(em.covariances[states])
+    else:
+        chol = jnp.linalg.cholesky(em.covariances)[states]
+        noise = jnp.einsum("tde,te->td", chol, z)
+    return states, em.means[states] + noise
+
+
+_sample_jit = jax.jit(
+    lambda key, params, n, length: jax.vmap(_sample_one, in_axes=(0, None, None))(
+        jax.random.split(key, n), params, length
+    ),
+    static_argnums=(2, 3),
+)
+
+
+def sample_hmm(
+    key: Array, params: HMMParams, n_sequences: int, length: int
+) -> HMMSample:
+    """Draw ``n_sequences`` sequences of ``length`` steps from an HMM.
+
+    Cost: O(n_sequences * length * (N + D^2)) time.
+
+    Args:
+        key: PRNG key.
+        params: the HMM.
+        n_sequences: number of sequences.
+        length: steps per sequence.
+
+    Returns:
+        :class:`HMMSample` with ``states`` and ``observations``.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> p = HMMParams(jnp.log(jnp.array([0.5, 0.5])),
+        ...               jnp.log(jnp.array([[0.9, 0.1], [0.1, 0.9]])),
+        ...               CategoricalEmission(jnp.log(jnp.array([[0.9, 0.1],
+        ...                                                     [0.1, 0.9]]))))
+        >>> sample_hmm(jax.random.key(0), p, 3, 5).observations.shape
+        (3, 5)
+    """
+    n_sequences = check_integer(n_sequences, "n_sequences", minimum=1)
+    length = check_integer(length, "length", minimum=1)
+    states, obs = _sample_jit(key, params, n_sequences, length)
+    return HMMSample(states, obs)
+

@@ -1,0 +1,172 @@
+"""Forward-backward, filter and Viterbi against brute-force enumeration of paths."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskde.hmm import forward_backward, forward_filter, viterbi
+from bayeskde.hmm.inference import _forward_backward_jit
+from tests.conftest import X64
+
+ATOL = 1e-10 if X64 else 2e-5
+
+
+def _random_hmm(rng, n, t, scale=2.0):
+    pi = rng.dirichlet(np.ones(n))
+    A = rng.dirichlet(np.ones(n), size=n)
+    ll = rng.normal(scale=scale, size=(t, n))
+    return np.log(pi), np.log(A), ll
+
+
+def _brute(log_pi, log_A, ll):
+    """Posterior quantities by enumerating all N^T state paths."""
+    t_len, n = ll.shape
+    paths = list(itertools.product(range(n), repeat=t_len))
+    lp = np.array([
+        log_pi[p[0]] + ll[0, p[0]]
+        + sum(log_A[p[t - 1], p[t]] + ll[t, p[t]] for t in range(1, t_len))
+        for p in paths
+    ])
+    log_z = np.logaddexp.reduce(lp)
+    w = np.exp(lp - log_z)
+    gamma = np.zeros((t_len, n))
+    xi_t = np.zeros((max(t_len - 1, 0), n, n))
+    filt = np.zeros((t_len, n))
+    for p, wi in zip(paths, w, strict=True):
+        for t in range(t_len):
+            gamma[t, p[t]] += wi
+        for t in range(t_len - 1):
+            xi_t[t, p[t], p[t + 1]] += wi
+    for t in range(t_len):
+        # Filtered: enumerate the prefix only.
+        sub = list(itertools.product(range(n), repeat=t + 1))
+        lps = np.array([
+            log_pi[p[0]] + ll[0, p[0]]
+            + sum(log_A[p[s - 1], p[s]] + ll[s, p[s]] for s in range(1, t + 1))
+            for p in sub
+        ])
+        ws = np.exp(lps - np.logaddexp.reduce(lps))
+        for p, wi in zip(sub, ws, strict=True):
+            filt[t, p[t]] += wi
+    return gamma, xi_t, log_z, paths[int(np.argmax(lp))], filt
+
+
+@pytest.mark.parametrize("n,t", [(2, 1), (2, 6), (3, 5), (3, 6)])
+def test_forward_backward_equals_brute_force(rng, n, t):
+    log_pi, log_A, ll = _random_hmm(rng, n, t)
+    gamma, xi_t, log_z, path, filt = _brute(log_pi, log_A, ll)
+    post = forward_backward(log_pi, log_A, ll, per_time_xi=True)
+    np.testing.assert_allclose(post.gamma, gamma, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(post.xi_t, xi_t, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(post.xi, xi_t.sum(0), atol=ATOL, rtol=0)
+    np.testing.assert_allclose(post.log_likelihood, log_z, atol=ATOL * 10, rtol=0)
+    f = forward_filter(log_pi, log_A, ll)
+    np.testing.assert_allclose(f.filtered, filt, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(f.log_likelihood, log_z, atol=ATOL * 10, rtol=0)
+    assert tuple(np.asarray(viterbi(log_pi, log_A, ll))) == path
+
+
+def test_structural_zeros_equal_brute_force(rng):
+    log_pi, log_A, ll = _random_hmm(rng, 3, 6)
+    A = np.exp(log_A)
+    A[0, 2] = A[2, 1] = 0.0  # a left-to-right-ish structure with log 0 entries
+    A /= A.sum(1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_A = np.log(A)
+        log_pi = np.log(np.array([1.0, 0.0, 0.0]))
+    gamma, xi_t, log_z, path, _ = _brute(log_pi, log_A, ll)
+    post = forward_backward(log_pi, log_A, ll, per_time_xi=True)
+    np.testing.assert_allclose(post.gamma, gamma, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(post.xi_t, xi_t, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(post.log_likelihood, log_z, atol=ATOL * 10, rtol=0)
+    assert tuple(np.asarray(viterbi(log_pi, log_A, ll))) == path
+
+
+def test_length_one_sequence(rng):
+    log_pi, log_A, ll = _random_hmm(rng, 3, 1)
+    post = forward_backward(log_pi, log_A, ll, per_time_xi=True)
+    np.testing.assert_array_equal(post.xi, np.zeros((3, 3)))
+    assert post.xi_t.shape == (0, 3, 3)
+    np.testing.assert_allclose(
+        post.log_likelihood, np.logaddexp.reduce(log_pi + ll[0]), atol=ATOL, rtol=0
+    )
+    p = np.exp(log_pi + ll[0] - np.logaddexp.reduce(log_pi + ll[0]))
+    np.testing.assert_allclose(post.gamma[0], p, atol=ATOL, rtol=0)
+
+
+def test_vmap_equals_loop(rng):
+    log_pi, log_A, _ = _random_hmm(rng, 3, 1)
+    lls = rng.normal(size=(4, 7, 3))
+    batched = jax.vmap(forward_backward, in_axes=(None, None, 0))(
+        jnp.asarray(log_pi), jnp.asarray(log_A), jnp.asarray(lls)
+    )
+    for b in range(4):
+        one = forward_backward(log_pi, log_A, lls[b])
+        for got, want in zip(batched[:3], one[:3], strict=True):
+            np.testing.assert_allclose(got[b], want, atol=ATOL, rtol=0)
+
+
+def test_padded_equals_unpadded(rng):
+    log_pi, log_A, ll = _random_hmm(rng, 3, 5)
+    padded = np.concatenate([ll, rng.normal(size=(4, 3))])
+    mask = np.arange(9) < 5
+    ref = forward_backward(log_pi, log_A, ll, per_time_xi=True)
+    got = forward_backward(log_pi, log_A, padded, mask=mask, per_time_xi=True)
+    np.testing.assert_allclose(got.gamma[:5], ref.gamma, atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(got.gamma[5:], 0.0)
+    np.testing.assert_allclose(got.xi, ref.xi, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(got.xi_t[:4], ref.xi_t, atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(got.xi_t[4:], 0.0)
+    np.testing.assert_allclose(got.log_likelihood, ref.log_likelihood, atol=ATOL)
+    path = np.asarray(viterbi(log_pi, log_A, padded, mask=mask))
+    np.testing.assert_array_equal(path[:5], viterbi(log_pi, log_A, ll))
+    np.testing.assert_array_equal(path[5:], -1)
+
+
+@pytest.mark.parametrize("sticky", [False, True])
+def test_long_sequence_finite(rng, sticky):
+    n, t = 4, 100_000
+    A = rng.dirichlet(np.ones(n), size=n)
+    if sticky:  # near-zero switching probabilities, one exact zero
+        A = np.eye(n) + 1e-30
+        A[0, 1] = 0.0
+        A /= A.sum(1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_A = np.log(A)
+    ll = rng.normal(scale=5.0, size=(t, n))
+    post = forward_backward(np.log(np.full(n, 1 / n)), log_A, ll)
+    gamma = np.asarray(post.gamma)
+    assert np.all(np.isfinite(gamma)) and np.isfinite(float(post.log_likelihood))
+    np.testing.assert_allclose(gamma.sum(1), 1.0, atol=1e-12 if X64 else 1e-5)
+    assert np.all(np.isfinite(np.asarray(post.xi)))
+    np.testing.assert_allclose(float(post.xi.sum()), t - 1, rtol=1e-9 if X64 else 1e-3)
+
+
+def test_no_recompilation(rng):
+    log_pi, log_A, ll = _random_hmm(rng, 3, 8)
+    forward_backward(log_pi, log_A, ll)
+    before = _forward_backward_jit._cache_size()
+    log_pi2, log_A2, ll2 = _random_hmm(rng, 3, 8)
+    forward_backward(log_pi2, log_A2, ll2)
+    assert _forward_backward_jit._cache_size() == before
+
+
+def test_bad_input(rng):
+    log_pi, log_A, ll = _random_hmm(rng, 3, 4)
+    with pytest.raises(ValueError, match="log_transition"):
+        forward_backward(log_pi, log_A + 0.1, ll)
+    with pytest.raises(ValueError, match="log_initial"):
+        forward_backward(log_pi - 0.5, log_A, ll)
+    with pytest.raises(ValueError, match="log_likelihoods"):
+        forward_backward(log_pi, log_A, np.full((4, 3), np.nan))
+    # Shape errors: ValueError from the wrapper, or TypeError from the runtime
+    # shape checker when the tests run with jaxtyping's import hook.
+    with pytest.raises((ValueError, TypeError)):
+        forward_backward(log_pi, log_A, ll[:, :2])
+    with pytest.raises(ValueError, match="T >= 1"):
+        forward_backward(log_pi, log_A, np.zeros((0, 3)))
+    with pytest.raises((ValueError, TypeError)):
+        forward_backward(log_pi, log_A, ll, mask=np.ones(3, bool))

@@ -1,0 +1,221 @@
+"""Padding, batched posteriors, Baum-Welch EM and sampling."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskde.hmm import (
+    CategoricalEmission,
+    GaussianEmission,
+    HMMParams,
+    batch_posteriors,
+    emission_log_likelihoods,
+    fit_hmm,
+    forward_backward,
+    pad_sequences,
+    sample_hmm,
+)
+from bayeskde.hmm.learning import _batch_posteriors_jit, _fit_jit
+from tests.conftest import X64
+
+ATOL = 1e-10 if X64 else 2e-5
+
+
+def _params(emission="categorical", covariance="diag"):
+    pi = jnp.log(jnp.array([0.6, 0.3, 0.1]))
+    A = jnp.log(jnp.array([[0.8, 0.15, 0.05], [0.1, 0.8, 0.1], [0.05, 0.15, 0.8]]))
+    if emission == "categorical":
+        B = jnp.array([[0.8, 0.1, 0.05, 0.05], [0.05, 0.8, 0.1, 0.05],
+                       [0.05, 0.05, 0.1, 0.8]])
+        return HMMParams(pi, A, CategoricalEmission(jnp.log(B)))
+    means = jnp.array([[-4.0, 0.0], [0.0, 4.0], [4.0, 0.0]])
+    if covariance == "full":
+        covs = jnp.array([[[1.0, 0.3], [0.3, 0.5]], [[0.7, -0.2], [-0.2, 1.0]],
+                          [[0.5, 0.0], [0.0, 0.5]]])
+    else:
+        covs = jnp.array([[1.0, 0.5], [0.7, 1.0], [0.5, 0.5]])
+    return HMMParams(pi, A, GaussianEmission(means, covs))
+
+
+def test_pad_sequences_and_errors():
+    padded, lengths = pad_sequences([np.array([1, 2]), np.array([3])], n_symbols=4)
+    assert padded.tolist() == [[1, 2], [3, 0]] and lengths.tolist() == [2, 1]
+    padded, lengths = pad_sequences([np.ones((2, 3)), np.ones((4, 3))])
+    assert padded.shape == (2, 4, 3) and lengths.tolist() == [2, 4]
+    with pytest.raises(ValueError, match="empty"):
+        pad_sequences([np.array([1]), np.array([], int)])
+    with pytest.raises(ValueError, match="empty"):
+        pad_sequences([])
+    with pytest.raises(ValueError, match="ragged"):
+        pad_sequences([np.ones((2, 3)), np.ones((2, 2))])
+    with pytest.raises(ValueError, match="NaN"):
+        pad_sequences([np.array([[0.0], [np.nan]])])
+    with pytest.raises(ValueError, match="negative"):
+        pad_sequences([np.array([0, -1])])
+    with pytest.raises(ValueError, match="alphabet"):
+        pad_sequences([np.array([0, 4])], n_symbols=4)
+    with pytest.raises(ValueError, match="alphabet"):
+        fit_hmm(jax.random.key(0), [np.array([0, 4])], 2, n_symbols=4)
+
+
+@pytest.mark.parametrize("emission", ["categorical", "gaussian"])
+def test_batch_posteriors_equal_per_sequence(key, emission):
+    params = _params(emission, "full")
+    sample = sample_hmm(key, params, 4, 9)
+    lengths = [9, 1, 5, 7]
+    seqs = [np.asarray(sample.observations[i, :n]) for i, n in enumerate(lengths)]
+    padded, lens = pad_sequences(seqs)
+    post = batch_posteriors(params, padded, lens)
+    assert post.gamma.shape == (4, 9, 3) and post.xi.shape == (4, 3, 3)
+    for i, s in enumerate(seqs):
+        ll = emission_log_likelihoods(params.emission, jnp.asarray(s))
+        one = forward_backward(params.log_initial, params.log_transition, ll)
+        n = lengths[i]
+        np.testing.assert_allclose(post.gamma[i, :n], one.gamma, atol=ATOL, rtol=0)
+        np.testing.assert_array_equal(post.gamma[i, n:], 0.0)
+        np.testing.assert_allclose(post.xi[i], one.xi, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(
+            post.log_likelihood[i], one.log_likelihood, rtol=ATOL
+        )
+    np.testing.assert_array_equal(post.xi[1], 0.0)  # the length-1 sequence
+    before = _batch_posteriors_jit._cache_size()
+    batch_posteriors(params._replace(log_initial=params.log_initial[::-1]), padded,
+                     lens)
+    assert _batch_posteriors_jit._cache_size() == before
+
+
+def _brute_loglik(params, obs):
+    n = params.log_initial.shape[0]
+    ll = np.asarray(emission_log_likelihoods(params.emission, obs), np.float64)
+    pi, A = np.asarray(params.log_initial), np.asarray(params.log_transition)
+    lp = [pi[p[0]] + ll[0, p[0]] + sum(A[p[t - 1], p[t]] + ll[t, p[t]]
+                                       for t in range(1, len(obs)))
+          for p in itertools.product(range(n), repeat=len(obs))]
+    return np.logaddexp.reduce(lp)
+
+
+def test_batch_loglik_equals_brute_force(key):
+    params = _params()
+    obs = sample_hmm(key, params, 2, 5).observations
+    post = batch_posteriors(params, obs, jnp.array([5, 5]))
+    for i in range(2):
+        np.testing.assert_allclose(post.log_likelihood[i],
+                                   _brute_loglik(params, obs[i]), rtol=ATOL)
+
+
+# Compiling the EM loop dominates these tests, so they share as few static
+# configurations as possible: one data set per emission, three restarts, every
+# n_iter within one history bucket (n_iter, tol, pseudo_count, min_covariance
+# and init are traced and do not recompile).
+N_RESTARTS = 3
+
+
+@pytest.fixture(scope="module")
+def categorical_data():
+    params = _params()
+    obs = sample_hmm(jax.random.key(0), params, 100, 60).observations
+    return params, list(np.asarray(obs))
+
+
+@pytest.fixture(scope="module")
+def gaussian_data():
+    params = _params("gaussian", "full")
+    obs = sample_hmm(jax.random.key(0), params, 60, 50).observations
+    return params, list(np.asarray(obs))
+
+
+def _monotone(history):
+    h = np.asarray(history)
+    h = h[~np.isnan(h)]
+    slack = (1e-9 if X64 else 2e-5) * np.abs(h[1:])
+    assert np.all(np.diff(h) >= -slack), np.diff(h)
+    return h
+
+
+@pytest.mark.parametrize(
+    "emission,covariance", [("categorical", "diag"), ("gaussian", "diag"),
+                            ("gaussian", "full")]
+)
+def test_em_monotone(categorical_data, gaussian_data, emission, covariance):
+    _, seqs = categorical_data if emission == "categorical" else gaussian_data
+    res = fit_hmm(jax.random.key(3), seqs, 3, emission=emission,
+                  covariance=covariance, n_iter=25, tol=0.0, pseudo_count=0.0,
+                  min_covariance=1e-12, n_restarts=N_RESTARTS)
+    h = _monotone(res.log_likelihoods)
+    # tol=0 stops only when the likelihood stops increasing (a fixed point).
+    assert len(h) >= 5
+
+
+def _match_states(true_means, fit_means):
+    perms = list(itertools.permutations(range(len(true_means))))
+    costs = [np.abs(np.asarray(fit_means)[list(p)] - true_means).sum() for p in perms]
+    return list(perms[int(np.argmin(costs))])
+
+
+def test_em_recovers_gaussian_hmm(gaussian_data):
+    params, seqs = gaussian_data
+    res = fit_hmm(jax.random.key(1), seqs, 3, emission="gaussian",
+                  covariance="full", n_iter=100, n_restarts=N_RESTARTS)
+    fit = res.params
+    perm = _match_states(np.asarray(params.emission.means), fit.emission.means)
+    np.testing.assert_allclose(np.asarray(fit.emission.means)[perm],
+                               params.emission.means,
+                               atol=0.1)
+    np.testing.assert_allclose(np.asarray(fit.emission.covariances)[perm],
+                               params.emission.covariances, atol=0.1)
+    A = np.exp(np.asarray(fit.log_transition))[np.ix_(perm, perm)]
+    np.testing.assert_allclose(A, np.exp(params.log_transition), atol=0.05)
+    assert bool(res.converged)
+
+
+def test_em_recovers_categorical_hmm(categorical_data):
+    params, seqs = categorical_data
+    res = fit_hmm(jax.random.key(2), seqs, 3, n_iter=128, n_restarts=N_RESTARTS,
+                  n_symbols=4)
+    B_true = np.exp(np.asarray(params.emission.log_probs))
+    B_fit = np.exp(np.asarray(res.params.emission.log_probs))
+    perm = _match_states(B_true, B_fit)
+    np.testing.assert_allclose(B_fit[perm], B_true, atol=0.06)
+    A = np.exp(np.asarray(res.params.log_transition))[np.ix_(perm, perm)]
+    np.testing.assert_allclose(A, np.exp(params.log_transition), atol=0.06)
+
+
+def test_fit_same_key_same_result_and_init(categorical_data):
+    params, seqs = categorical_data
+    a = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
+    compiled = _fit_jit._cache_size()
+    b = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
+    np.testing.assert_array_equal(a.params.log_transition, b.params.log_transition)
+    assert a.log_likelihoods.shape == (5,)
+    c = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, init=params,
+                n_restarts=N_RESTARTS)
+    assert np.isfinite(np.asarray(c.log_likelihoods)).all()
+    # Every restart starts at init: the first recorded value is init's likelihood.
+    padded, lengths = pad_sequences(seqs)
+    start = float(jnp.sum(batch_posteriors(params, padded, lengths).log_likelihood))
+    np.testing.assert_allclose(c.log_likelihoods[0], start, rtol=1e-10 if X64 else 1e-5)
+    # n_iter and init are traced: the calls above shared one compiled loop.
+    fit_hmm(jax.random.key(5), seqs, 3, n_iter=17, n_restarts=N_RESTARTS)
+    assert _fit_jit._cache_size() == compiled
+
+
+def test_fit_bad_options(key):
+    seqs = [np.array([0, 1, 1])]
+    with pytest.raises(ValueError, match="emission"):
+        fit_hmm(key, seqs, 2, emission="poisson")
+    with pytest.raises(ValueError, match="gaussian"):
+        fit_hmm(key, seqs, 2, emission="gaussian")
+    with pytest.raises(ValueError, match="covariance"):
+        fit_hmm(key, [np.ones((3, 2))], 2, emission="gaussian", covariance="tied")
+    bad = _params()._replace(log_transition=jnp.zeros((3, 3)))
+    with pytest.raises(ValueError, match="log_transition"):
+        batch_posteriors(bad, jnp.zeros((1, 3), jnp.int32), jnp.array([3]))
+
+
+def test_sample_shapes(key):
+    s = sample_hmm(key, _params("gaussian", "full"), 5, 7)
+    assert s.states.shape == (5, 7) and s.observations.shape == (5, 7, 2)
+    assert s.observations.dtype == jnp.zeros(()).dtype

@@ -1,0 +1,567 @@
+"""Mean-map kernels: closed forms against Monte Carlo, LMMK against brute force."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal as mvn
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+
+from bayeskde.hmm import CategoricalEmission, GaussianEmission, HMMParams, pad_sequences
+from bayeskde.meanmap import (
+    LatentMeanMapKernel,
+    adapt_hmms,
+    categorical_gmmk,
+    categorical_ppk,
+    clique_mean_map_kernel,
+    empirical_fisher_information,
+    empirical_mean_map_kernel,
+    fisher_kernel,
+    fisher_scores,
+    gaussian_gmmk,
+    gaussian_ppk,
+    hmm_log_kernel,
+    hmm_log_kernel_gram,
+    length_normalised_fisher_kernel,
+    lmmk_gram_from_features,
+    log_gaussian_gmmk,
+    log_hmm_product_kernel,
+    log_kernel_normalize,
+    mean_map_gram,
+    relative_frobenius_error,
+    sequence_cliques,
+    symbol_kernel_matrix,
+    taylor_dimension,
+)
+from tests.conftest import X64
+
+RTOL = 1e-9 if X64 else 1e-4
+
+# One categorical and one Gaussian data set serve every HMM test, so each compiled
+# function (posteriors, features, Fisher scores, EM) is traced for one shape only.
+# CAT_SEQS and the EM configuration below are those of the LatentMeanMapKernel
+# docstring example, which then reuses the compiled EM.
+CAT_SEQS = [np.array([0, 2, 2, 1, 0, 1, 2, 0]), np.array([1, 0, 2, 2, 1]),
+            np.array([2]), np.array([0, 0, 1, 2, 1, 1, 0]), np.array([2, 1, 0])]
+GAUSS_SEQS = [0.5 * np.random.default_rng(1).normal(size=(len(s), 2))
+              for s in CAT_SEQS]
+
+
+def _psd(K, tol=None):
+    K = np.asarray(K, np.float64)
+    np.testing.assert_allclose(K, K.T, rtol=RTOL, atol=RTOL)
+    tol = (1e-8 if X64 else 1e-4) * max(1.0, np.abs(K).max())
+    assert np.linalg.eigvalsh(0.5 * (K + K.T)).min() > -tol
+
+
+def _within_3se(value, samples):
+    samples = np.asarray(samples, np.float64)
+    se = samples.std(ddof=1) / math.sqrt(samples.size)
+    assert abs(float(value) - samples.mean()) < 3 * se, (float(value), samples.mean(),
+                                                          se)
+
+
+def _spd(rng, d, scale=0.4):
+    A = rng.normal(size=(d, d))
+    return scale * A @ A.T + 0.1 * np.eye(d)
+
+
+# ---------------------------------------------------------------- toy HMMs
+
+
+def _cat_params():
+    pi = np.array([0.6, 0.4])
+    A = np.array([[0.7, 0.3], [0.2, 0.8]])
+    B = np.array([[0.5, 0.3, 0.2], [0.1, 0.2, 0.7]])
+    return pi, A, B
+
+
+def _gauss_params():
+    pi = np.array([0.5, 0.5])
+    A = np.array([[0.8, 0.2], [0.3, 0.7]])
+    means = np.array([[0.0, 0.0], [1.0, -0.5]])
+    var = np.array([[0.3, 0.2], [0.25, 0.4]])
+    return pi, A, means, var
+
+
+def _hmm(pi, A, emission):
+    dt = jnp.zeros(()).dtype
+    return HMMParams(jnp.asarray(np.log(pi), dt), jnp.asarray(np.log(A), dt),
+                     emission)
+
+
+def _cat_hmm():
+    pi, A, B = _cat_params()
+    return _hmm(pi, A, CategoricalEmission(jnp.asarray(np.log(B),
+                                                       jnp.zeros(()).dtype)))
+
+
+def _gauss_hmm():
+    pi, A, m, v = _gauss_params()
+    dt = jnp.zeros(()).dtype
+    return _hmm(pi, A, GaussianEmission(jnp.asarray(m, dt), jnp.asarray(v, dt)))
+
+
+def _brute_posteriors(pi, A, lik):
+    """gamma_t(i), sum_t xi_t(i, j) and p(x) by enumerating every state path."""
+    T, N = lik.shape
+    gamma, xi, total = np.zeros((T, N)), np.zeros((N, N)), 0.0
+    for q in itertools.product(range(N), repeat=T):
+        p = pi[q[0]] * lik[0, q[0]]
+        for t in range(1, T):
+            p *= A[q[t - 1], q[t]] * lik[t, q[t]]
+        total += p
+        for t in range(T):
+            gamma[t, q[t]] += p
+        for t in range(T - 1):
+            xi[q[t], q[t + 1]] += p
+    return gamma / total, xi / total, total
+
+
+def _brute_likelihoods(pi, A, lik):
+    """``p(x)`` of many sequences at once, ``lik`` ``(n, T, N)``: every state path."""
+    n, T, N = lik.shape
+    total = np.zeros(n)
+    for q in itertools.product(range(N), repeat=T):
+        p = pi[q[0]] * lik[:, 0, q[0]]
+        for t in range(1, T):
+            p = p * A[q[t - 1], q[t]] * lik[:, t, q[t]]
+        total += p
+    return total
+
+
+def _cat_lik(B, x):
+    return B[:, x].T
+
+
+def _gauss_lik(m, v, x):
+    return np.stack([mvn(m[i], np.diag(v[i])).pdf(x).reshape(-1)
+                     for i in range(len(m))], 1)
+
+
+def _lmmk_definition(xs, ys, gx, gy, xix, xiy, obs_kernel, lam):
+    """Eq. (23) with the clique kernels of eqs. (27)-(28), term by term."""
+    N = gx.shape[1]
+    lq = lambda i, j: 1.0 if i == j else math.exp(-lam)  # noqa: E731
+    T, U = len(xs), len(ys)
+    v = 0.0
+    for s in range(T):
+        for t in range(U):
+            k = obs_kernel(xs[s], ys[t])
+            for i in range(N):
+                for j in range(N):
+                    v += gx[s, i] * gy[t, j] * k * lq(i, j)
+    v /= T * U
+    w = 0.0
+    if T > 1 and U > 1:
+        for i, j, k, m in itertools.product(range(N), repeat=4):
+            w += xix[i, j] * xiy[k, m] * lq(i, k) * lq(j, m)
+        w /= (T - 1) * (U - 1)
+    return v + w
+
+
+# ------------------------------------------------------------------- EMMK
+
+
+def test_emmk_is_mean_of_base_kernel(rng):
+    X, Y = rng.normal(size=(5, 2)), rng.normal(size=(7, 2))
+    ref = sk_rbf(X, Y, gamma=0.3).mean()
+    assert float(empirical_mean_map_kernel(X, Y, gamma=0.3)) == pytest.approx(
+        ref, rel=RTOL)
+    sets = [rng.normal(size=(m, 2)) for m in (3, 5, 1, 4)]
+    K = mean_map_gram(sets, gamma=0.3)
+    ref = np.array([[sk_rbf(a, b, gamma=0.3).mean() for b in sets] for a in sets])
+    np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
+    _psd(K)
+
+
+def test_clique_decomposition_eq3(rng):
+    x, y = rng.normal(size=(6, 1)), rng.normal(size=(4, 1))
+    cx = [x, sequence_cliques(x, 2)]
+    cy = [y, sequence_cliques(y, 2)]
+    assert cx[1].shape == (5, 2)
+    ref = sk_rbf(x, y, gamma=0.5).mean() + sk_rbf(
+        np.asarray(cx[1]), np.asarray(cy[1]), gamma=0.5).mean()
+    got = clique_mean_map_kernel(cx, cy, gamma=0.5)
+    assert float(got) == pytest.approx(ref, rel=RTOL)
+    # a length-1 object has no pair cliques: that clique type contributes 0
+    one = rng.normal(size=(1, 1))
+    assert sequence_cliques(one, 2).shape == (0, 2)
+    got = clique_mean_map_kernel([one, sequence_cliques(one, 2)], cy, gamma=0.5)
+    assert float(got) == pytest.approx(sk_rbf(one, y, gamma=0.5).mean(), rel=RTOL)
+
+
+def test_emmk_bad_input():
+    with pytest.raises(ValueError, match="features"):
+        empirical_mean_map_kernel(np.zeros((2, 2)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        empirical_mean_map_kernel(np.array([[np.nan]]), np.zeros((1, 1)))
+    with pytest.raises(ValueError, match="empty"):
+        empirical_mean_map_kernel(np.zeros((0, 1)), np.zeros((1, 1)))
+
+
+# --------------------------------------------------------- GMMK closed forms
+
+
+def test_gaussian_gmmk_monte_carlo(rng):
+    d, g, n = 3, 0.4, 100_000
+    m1, m2 = rng.normal(size=d), rng.normal(size=d)
+    S1, S2 = _spd(rng, d), _spd(rng, d)
+    x = rng.multivariate_normal(m1, S1, n)
+    y = rng.multivariate_normal(m2, S2, n)
+    _within_3se(gaussian_gmmk(m1, S1, m2, S2, gamma=g),
+                np.exp(-g * ((x - y) ** 2).sum(1)))
+    # point masses give the base kernel itself; diagonal covariances accepted
+    val = gaussian_gmmk(m1, np.zeros(d), m2, np.zeros(d), gamma=g)
+    assert float(val) == pytest.approx(np.exp(-g * ((m1 - m2) ** 2).sum()), rel=RTOL)
+    full = log_gaussian_gmmk(m1, np.diag([0.1, 0.2, 0.3]), m2, S2, gamma=g)
+    diag = log_gaussian_gmmk(m1, np.array([0.1, 0.2, 0.3]), m2, S2, gamma=g)
+    assert float(full) == pytest.approx(float(diag), rel=RTOL)
+
+
+@pytest.mark.parametrize("rho", [0.5, 1.0, 1.5])
+def test_gaussian_ppk_monte_carlo(rng, rho):
+    d, n = 2, 200_000
+    m1, m2 = 0.5 * rng.normal(size=d), 0.5 * rng.normal(size=d)
+    S1, S2 = _spd(rng, d, 0.2), _spd(rng, d, 0.2)
+    # int p^rho q^rho = E_{x~p}[p(x)^(rho - 1) q(x)^rho]
+    x = rng.multivariate_normal(m1, S1, n)
+    w = mvn(m1, S1).pdf(x) ** (rho - 1) * mvn(m2, S2).pdf(x) ** rho
+    _within_3se(gaussian_ppk(m1, S1, m2, S2, rho=rho), w)
+    if rho == 1.0:
+        ref = mvn(m2, S1 + S2).pdf(m1)
+        assert float(gaussian_ppk(m1, S1, m2, S2)) == pytest.approx(ref, rel=RTOL)
+
+
+def test_categorical_gmmk_and_ppk(rng):
+    p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
+    L = symbol_kernel_matrix(4, 0.7)
+    n = 200_000
+    a, b = rng.choice(4, n, p=p), rng.choice(4, n, p=q)
+    _within_3se(categorical_gmmk(p, q, L), np.where(a == b, 1.0, np.exp(-0.7)))
+    # rho = 1: the PPK is the GMMK with the delta kernel
+    assert float(categorical_ppk(p, q)) == pytest.approx(
+        float(categorical_gmmk(p, q, np.eye(4))), rel=RTOL)
+    assert float(categorical_ppk(p, q, rho=0.5)) == pytest.approx(
+        np.sum(np.sqrt(p * q)), rel=RTOL)
+
+
+def test_ppk_rho1_is_dirac_limit_of_gmmk(rng):
+    d = 2
+    m1, m2 = rng.normal(size=d), rng.normal(size=d)
+    S1, S2 = _spd(rng, d), _spd(rng, d)
+    ppk = float(gaussian_ppk(m1, S1, m2, S2))
+    errs = []
+    for g in (1.0, 10.0, 100.0, 1000.0):
+        # normalised RBF (g/pi)^(D/2) exp(-g |x-y|^2) = N(x; y, I/(2g))
+        scaled = (g / np.pi) ** (d / 2) * float(gaussian_gmmk(m1, S1, m2, S2, gamma=g))
+        smoothed = float(gaussian_ppk(m1, S1, m2, S2 + np.eye(d) / (2 * g)))
+        assert scaled == pytest.approx(smoothed, rel=1e-8 if X64 else 1e-4)
+        errs.append(abs(scaled - ppk))
+    assert all(b < a for a, b in itertools.pairwise(errs))
+    assert errs[-1] < 2e-3 * ppk
+
+
+def test_eq34_both_expectations_equal(rng):
+    d, lam, n = 2, 0.8, 100_000
+    m1, m2 = rng.normal(size=d), rng.normal(size=d)
+    S1, S2 = _spd(rng, d), _spd(rng, d)
+    var = 1.0 / (2.0 * lam)  # sigma = (2 lam)^(-1/2)
+    closed = (lam / np.pi) ** (d / 2) * float(gaussian_gmmk(m1, S1, m2, S2,
+                                                            gamma=lam))
+    # k_p(p, N(x, sigma^2)) with rho = 1 is N(x; m, S + sigma^2 I)
+    xp = rng.multivariate_normal(m2, S2, n)  # x ~ p'
+    lhs = mvn(m1, S1 + var * np.eye(d)).pdf(xp)
+    xq = rng.multivariate_normal(m1, S1, n)  # x ~ p
+    rhs = mvn(m2, S2 + var * np.eye(d)).pdf(xq)
+    _within_3se(closed, lhs)
+    _within_3se(closed, rhs)
+
+
+# ------------------------------------------------------------ HMM kernels
+
+
+def test_hmm_product_kernel_brute_force():
+    pi, A, B = _cat_params()
+    pi2, A2 = np.array([0.3, 0.7]), np.array([[0.5, 0.5], [0.9, 0.1]])
+    B2 = np.array([[0.2, 0.2, 0.6], [0.6, 0.3, 0.1]])
+    p1 = _cat_hmm()
+    p2 = _hmm(pi2, A2, CategoricalEmission(jnp.asarray(np.log(B2),
+                                                       jnp.zeros(()).dtype)))
+    T, lam = 3, 0.6
+    probs1, probs2 = {}, {}
+    for x in itertools.product(range(3), repeat=T):
+        probs1[x] = _brute_posteriors(pi, A, _cat_lik(B, list(x)))[2]
+        probs2[x] = _brute_posteriors(pi2, A2, _cat_lik(B2, list(x)))[2]
+    gm = sum(probs1[x] * probs2[y] * math.exp(-lam * sum(a != b for a, b in zip(
+        x, y, strict=True))) for x in probs1 for y in probs2)
+    ppk = sum(probs1[x] * probs2[x] for x in probs1)
+    got = hmm_log_kernel(p1, p2, T, kind="gmmk", lam=lam)
+    assert float(jnp.exp(got)) == pytest.approx(gm, rel=RTOL)
+    assert float(jnp.exp(hmm_log_kernel(p1, p2, T))) == pytest.approx(ppk, rel=RTOL)
+    # lam = inf: GMMK with the delta kernel equals the rho = 1 PPK
+    got_inf = hmm_log_kernel(p1, p2, T, kind="gmmk", lam=float("inf"))
+    assert float(jnp.exp(got_inf)) == pytest.approx(ppk, rel=RTOL)
+
+
+def _sample_hmm_np(rng, pi, A, means, var, n, T):
+    q = np.zeros((n, T), int)
+    q[:, 0] = rng.choice(len(pi), n, p=pi)
+    for t in range(1, T):
+        u = rng.random(n)[:, None]
+        q[:, t] = (u > np.cumsum(A[q[:, t - 1]], 1)).sum(1)
+    return means[q] + np.sqrt(var[q]) * rng.normal(size=q.shape + (means.shape[1],))
+
+
+def test_gaussian_hmm_gmmk_monte_carlo(rng):
+    pi, A, m, v = _gauss_params()
+    T, g, n = 4, 0.3, 100_000
+    x = _sample_hmm_np(rng, pi, A, m, v, n, T)
+    y = _sample_hmm_np(rng, pi[::-1], A[::-1, ::-1], m + 0.3, v, n, T)
+    p2 = _hmm(pi[::-1], A[::-1, ::-1], GaussianEmission(
+        jnp.asarray(m + 0.3, jnp.zeros(()).dtype), jnp.asarray(v, jnp.zeros(()).dtype)))
+    got = jnp.exp(hmm_log_kernel(_gauss_hmm(), p2, T, kind="gmmk", gamma=g))
+    _within_3se(got, np.exp(-g * ((x - y) ** 2).sum(axis=(1, 2))))
+    got_ppk = jnp.exp(hmm_log_kernel(_gauss_hmm(), p2, T, kind="ppk"))
+    # rho = 1 PPK = E_{x ~ HMM1} p2(x): path-enumerated likelihoods of the samples
+    lik = np.stack([_gauss_lik(m + 0.3, v, x[:, t]) for t in range(T)], 1)
+    _within_3se(got_ppk, _brute_likelihoods(pi[::-1], A[::-1, ::-1], lik))
+
+
+def test_long_hmm_kernel_finite_and_bad_input():
+    p = _cat_hmm()
+    val = log_hmm_product_kernel(p.log_initial, p.log_transition, p.log_initial,
+                                 p.log_transition, jnp.log(jnp.full((2, 2), 1e-3)),
+                                 5000)
+    assert np.isfinite(float(val))
+    with pytest.raises(ValueError, match="log_pair"):
+        log_hmm_product_kernel(p.log_initial, p.log_transition, p.log_initial,
+                               p.log_transition, jnp.zeros((3, 2)), 4)
+    with pytest.raises(ValueError, match="length"):
+        hmm_log_kernel(p, p, 0)
+
+
+def test_adapted_hmm_ppk_gram():
+    p = _cat_hmm()
+    padded, lengths = pad_sequences(CAT_SEQS)
+    many = adapt_hmms(p, padded, lengths, tau=2.0)
+    np.testing.assert_allclose(np.exp(many.log_transition).sum(-1), 1.0, rtol=1e-5)
+    logK = hmm_log_kernel_gram(many, length=6)
+    d = jnp.diagonal(logK)
+    _psd(log_kernel_normalize(logK, d, d))
+    # infinite prior strength: every object gets the pooled HMM
+    same = adapt_hmms(p, padded, lengths, tau=1e9)
+    np.testing.assert_allclose(same.emission.log_probs[2], p.emission.log_probs,
+                               atol=1e-5)
+
+
+# ------------------------------------------------------------------- LMMK
+
+
+@pytest.fixture(scope="module")
+def cat_brute():
+    pi, A, B = _cat_params()
+    return [_brute_posteriors(pi, A, _cat_lik(B, s)) for s in CAT_SEQS]
+
+
+@pytest.fixture(scope="module")
+def gauss_brute():
+    pi, A, m, v = _gauss_params()
+    return [_brute_posteriors(pi, A, _gauss_lik(m, v, s)) for s in GAUSS_SEQS]
+
+
+@pytest.fixture(scope="module")
+def gauss_exact():
+    """Exact continuous LMMK (eq. 31) of GAUSS_SEQS, lam = 0.5, gamma = 0.5."""
+    k = LatentMeanMapKernel(2, "gaussian", lam=0.5, gamma=0.5, key=jax.random.key(0))
+    return k.fit(None, params=_gauss_hmm())
+
+
+@pytest.fixture(scope="module")
+def cat_fisher():
+    return fisher_scores(_cat_hmm(), CAT_SEQS)
+
+
+def _gram_np(f, lam):
+    """LMMK from latent features in NumPy (eqs. 30, 32 with ``M = I``)."""
+    E, X = np.asarray(f.emission, np.float64), np.asarray(f.transition, np.float64)
+    L = np.asarray(symbol_kernel_matrix(E.shape[1], lam), np.float64)
+    return (np.einsum("anf,nm,bmf->ab", E, L, E)
+            + np.einsum("aij,ik,bkl,jl->ab", X, L, X, L))
+
+
+def test_lmmk_categorical_equals_definition(cat_brute):
+    lam = 0.7
+    k = LatentMeanMapKernel(2, lam=lam, key=jax.random.key(0)).fit(
+        None, params=_cat_hmm())
+    K = k.gram(CAT_SEQS)
+    sym = lambda a, b: 1.0 if a == b else math.exp(-lam)  # noqa: E731
+    ref = np.array([[_lmmk_definition(x, y, px[0], py[0], px[1], py[1], sym, lam)
+                     for y, py in zip(CAT_SEQS, cat_brute, strict=True)]
+                    for x, px in zip(CAT_SEQS, cat_brute, strict=True)])
+    np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
+    _psd(K)
+    # the cross Gram (rows in another order: not the symmetric path) and eq. (24)
+    np.testing.assert_allclose(k.gram(CAT_SEQS[::-1], CAT_SEQS), ref[::-1],
+                               rtol=RTOL * 10)
+    np.testing.assert_allclose(k.diag(CAT_SEQS), np.diag(ref), rtol=RTOL * 10)
+    Kn = k.set_params(nu=0.5).fit(None, params=_cat_hmm()).gram(CAT_SEQS)
+    d = np.diag(ref)
+    np.testing.assert_allclose(
+        Kn, np.exp(-0.5 * (d[:, None] + d[None, :] - 2 * ref)), rtol=RTOL * 10)
+
+
+def test_lmmk_gaussian_exact_equals_definition(gauss_brute, gauss_exact):
+    lam, g = 0.5, 0.5
+    K = gauss_exact.gram(GAUSS_SEQS)
+    rbf = lambda a, b: math.exp(-g * float(((a - b) ** 2).sum()))  # noqa: E731
+    ref = np.array([[_lmmk_definition(x, y, px[0], py[0], px[1], py[1], rbf, lam)
+                     for y, py in zip(GAUSS_SEQS, gauss_brute, strict=True)]
+                    for x, px in zip(GAUSS_SEQS, gauss_brute, strict=True)])
+    np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
+    np.testing.assert_allclose(gauss_exact.diag(GAUSS_SEQS), np.diag(ref),
+                               rtol=RTOL * 10)
+    _psd(K)
+
+
+def test_feature_maps_converge_to_exact(gauss_exact):
+    exact = gauss_exact.gram(GAUSS_SEQS)
+    key, common = jax.random.key(3), dict(lam=0.5, gamma=0.5)
+    err = lambda K: float(relative_frobenius_error(exact, jnp.asarray(K)))  # noqa: E731
+    # One estimator per map, at its largest size; the smaller maps are prefixes of
+    # it (the first m frequencies, rescaled by sqrt(M / m); the Taylor blocks of
+    # order <= p), so one compiled feature map serves every size.
+    big = 4096
+    rff = LatentMeanMapKernel(2, "gaussian", key=key, feature_map="rff",
+                              n_features=big, **common).fit(None, params=_gauss_hmm())
+    f = rff.features(GAUSS_SEQS)
+    rff_err = []
+    for m in (8, 64, big):
+        cols = np.r_[0:m, big:big + m]
+        sub = f._replace(emission=np.asarray(f.emission)[:, :, cols]
+                         * math.sqrt(big / m))
+        rff_err.append(err(_gram_np(sub, 0.5)))
+    assert rff_err[-1] < 0.01 and rff_err[-1] < rff_err[1] < rff_err[0]
+    taylor = LatentMeanMapKernel(2, "gaussian", key=key, feature_map="taylor",
+                                 taylor_order=8, **common).fit(None,
+                                                               params=_gauss_hmm())
+    f = taylor.features(GAUSS_SEQS)
+    # the NumPy Gram of the features is the estimator's (same path for RFF)
+    np.testing.assert_allclose(_gram_np(f, 0.5), taylor.gram(GAUSS_SEQS),
+                               rtol=1e-6 if X64 else 1e-4)
+    taylor_err = []
+    for order in (1, 3, 8):
+        sub = f._replace(emission=np.asarray(f.emission)[
+            :, :, :taylor_dimension(2, order)])
+        taylor_err.append(err(_gram_np(sub, 0.5)))
+    assert all(b < a for a, b in itertools.pairwise(taylor_err))
+    assert taylor_err[-1] < (1e-6 if X64 else 1e-4)
+
+
+def test_lmmk_lambda_infinity_is_length_normalised_fisher(cat_fisher):
+    p = _cat_hmm()
+    k = LatentMeanMapKernel(2, lam=float("inf"), key=jax.random.key(0))
+    K = k.fit(None, params=p).gram(CAT_SEQS)
+    F = length_normalised_fisher_kernel(cat_fisher)
+    np.testing.assert_allclose(K, F, rtol=1e-8 if X64 else 1e-4)
+    # large finite lambda approaches the limit
+    k50 = LatentMeanMapKernel(2, lam=30.0, key=jax.random.key(0)).fit(None, params=p)
+    np.testing.assert_allclose(k50.gram(CAT_SEQS), F, rtol=1e-8 if X64 else 1e-4,
+                               atol=1e-12 if X64 else 1e-6)
+
+
+def test_fisher_scores_finite_differences(cat_fisher):
+    pi, A, B = _cat_params()
+    i = 1  # a padded row: the mask must hide the padding from the gradient
+    x = CAT_SEQS[i].tolist()
+    # brute-force log-likelihood in float64, central differences in free log-params
+    theta = np.concatenate([np.log(pi), np.log(A).ravel(), np.log(B).ravel()])
+
+    def loglik(th):
+        p, a, b = np.exp(th[:2]), np.exp(th[2:6]).reshape(2, 2), np.exp(th[6:]).reshape(
+            2, 3)
+        return np.log(_brute_posteriors(p, a, _cat_lik(b, x))[2])
+
+    h = 1e-6
+    fd = np.array([(loglik(theta + h * e) - loglik(theta - h * e)) / (2 * h)
+                   for e in np.eye(theta.size)])
+    # compare leaf by leaf through the recorded flattening blocks
+    blocks = cat_fisher.blocks
+    got = np.asarray(cat_fisher.scores[i], np.float64)
+    s, e = blocks.log_initial
+    np.testing.assert_allclose(got[s:e], fd[:2], atol=1e-6 if X64 else 1e-4)
+    s, e = blocks.log_transition
+    np.testing.assert_allclose(got[s:e], fd[2:6], atol=1e-6 if X64 else 1e-4)
+    s, e = blocks.emission.log_probs
+    np.testing.assert_allclose(got[s:e], fd[6:], atol=1e-6 if X64 else 1e-4)
+
+
+def test_fisher_kernels_psd_and_empirical_information():
+    fs = fisher_scores(_gauss_hmm(), GAUSS_SEQS)
+    K = fisher_kernel(fs.scores)
+    _psd(K)
+    info = empirical_fisher_information(fs.scores, ridge=1e-3)
+    Ke = fisher_kernel(fs.scores, information=info)
+    U = np.asarray(fs.scores, np.float64)
+    ref = U @ np.linalg.solve(np.asarray(info, np.float64), U.T)
+    np.testing.assert_allclose(Ke, ref, rtol=1e-6 if X64 else 2e-3,
+                               atol=1e-6 if X64 else 2e-3)
+    _psd(Ke)
+
+
+def test_estimator_fit_same_key_and_no_recompile():
+    # the docstring example's EM configuration (see CAT_SEQS)
+    kw = dict(lam=1.0, n_iter=5, n_restarts=1)
+    K1 = LatentMeanMapKernel(2, key=jax.random.key(5), **kw).fit(CAT_SEQS).gram(
+        CAT_SEQS)
+    k2 = LatentMeanMapKernel(2, key=jax.random.key(5), **kw).fit(CAT_SEQS)
+    np.testing.assert_array_equal(K1, k2.gram(CAT_SEQS))
+    _psd(K1)
+    before = lmmk_gram_from_features._cache_size()
+    k2.gram(CAT_SEQS)
+    assert lmmk_gram_from_features._cache_size() == before
+
+
+def test_length_one_sequences_have_no_transition_part():
+    k = LatentMeanMapKernel(2, lam=0.3, key=jax.random.key(0)).fit(
+        None, params=_cat_hmm())
+    f = k.features(CAT_SEQS)
+    assert len(CAT_SEQS[2]) == 1
+    np.testing.assert_array_equal(f.transition[2], 0.0)
+    np.testing.assert_allclose(np.sum(np.asarray(f.transition), (1, 2))[[0, 1, 3, 4]],
+                               1.0, rtol=1e-5)
+
+
+def test_estimator_bad_input():
+    k = LatentMeanMapKernel(2, key=jax.random.key(0))
+    with pytest.raises(NotFittedError):
+        k.gram([np.array([0, 1])])
+    with pytest.raises(TypeError, match="key"):
+        LatentMeanMapKernel(2).fit(None, params=_cat_hmm())
+    k.fit(None, params=_cat_hmm())
+    with pytest.raises(ValueError, match="empty"):
+        k.gram([np.array([0, 1]), np.array([], dtype=int)])
+    with pytest.raises(ValueError, match="empty"):
+        k.gram([])
+    with pytest.raises(ValueError, match="alphabet"):
+        k.gram([np.array([0, 3])])
+    with pytest.raises(ValueError, match="categorical"):
+        k.gram([np.zeros((3, 2))])
+    kg = LatentMeanMapKernel(2, "gaussian", key=jax.random.key(0)).fit(
+        None, params=_gauss_hmm())
+    with pytest.raises(ValueError, match="ragged"):
+        kg.gram([np.zeros((3, 2)), np.zeros((3, 3))])
+    with pytest.raises(ValueError, match="NaN"):
+        kg.gram([np.array([[0.0, np.nan]])])
+    with pytest.raises(ValueError, match="D = 3"):
+        kg.gram([np.zeros((3, 3))])
+    with pytest.raises(ValueError, match="emission"):
+        LatentMeanMapKernel(2, "gaussian", key=jax.random.key(0)).fit(
+            None, params=_cat_hmm())
+    with pytest.raises(ValueError, match="feature_map"):
+        LatentMeanMapKernel(2, feature_map="nope", key=jax.random.key(0)).fit(
+            None, params=_cat_hmm())
