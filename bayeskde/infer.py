@@ -142,7 +142,7 @@ def to_inference_data(
     coords: Mapping | None = None,
     dims: Mapping | None = None,
     posterior_predictive: Mapping | None = None,
-) -> az.InferenceData:
+):
     """InferenceData with posterior, sample_stats, log_likelihood, observed_data.
 
     ``coords`` and ``dims`` name the axes (e.g. ``{"component": [...]}`` and
@@ -157,7 +157,7 @@ def to_inference_data(
     )
 
 
-def summary(idata: az.InferenceData, var_names=None):
+def summary(idata, var_names=None):
     """ArviZ summary table (mean, sd, HDI, ESS, R-hat) as a pandas DataFrame."""
     return az.summary(idata, var_names=var_names)
 
@@ -173,7 +173,7 @@ class ConvergenceReport(NamedTuple):
 
 
 def convergence_report(
-    idata: az.InferenceData,
+    idata,
     var_names=None,
     *,
     rhat_max: float = 1.01,
@@ -217,7 +217,7 @@ def convergence_report(
     return ConvergenceReport(max_rhat, min_b, min_t, div, tuple(msgs))
 
 
-def check_convergence(idata: az.InferenceData, var_names=None, **kwargs) -> bool:
+def check_convergence(idata, var_names=None, **kwargs) -> bool:
     """Warn in plain words about every failed diagnostic; True when all pass."""
     report = convergence_report(idata, var_names, **kwargs)
     for m in report.messages:
@@ -232,7 +232,7 @@ def compare_models(models: dict, ic: str = "loo"):
     return az.compare(dict(models), ic=ic)
 
 
-def save_inference_data(idata: az.InferenceData, path: str | Path) -> Path:
+def save_inference_data(idata, path: str | Path) -> Path:
     """Write InferenceData to netCDF (every group, dims and coords)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,12 +240,12 @@ def save_inference_data(idata: az.InferenceData, path: str | Path) -> Path:
     return path
 
 
-def load_inference_data(path: str | Path) -> az.InferenceData:
+def load_inference_data(path: str | Path):
     """Read InferenceData written by :func:`save_inference_data`."""
     return az.from_netcdf(str(path))
 
 
-def plot_trace(idata: az.InferenceData, path: str | Path, var_names=None) -> Path:
+def plot_trace(idata, path: str | Path, var_names=None) -> Path:
     """Save ArviZ trace plots (density and trace per variable) as a PNG."""
     import matplotlib
 
