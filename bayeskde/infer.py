@@ -42,6 +42,8 @@ __all__ = [
     "save_inference_data",
     "load_inference_data",
     "plot_trace",
+    "psis_log_weights",
+    "drop_failed_chains",
 ]
 
 
@@ -59,12 +61,17 @@ def run_nuts(
     target_accept_prob: float = 0.8,
     dense_mass: bool = False,
     progress_bar: bool = True,
+    init_params: dict | None = None,
+    jit_model_args: bool = False,
     **kwargs,
 ) -> MCMC:
     """Run NUTS on ``model(*args, **kwargs)`` and return the fitted ``MCMC``.
 
     The chain method is ``"parallel"`` when JAX sees at least ``num_chains``
     devices and ``"vectorized"`` otherwise (one compiled program for all chains).
+    ``init_params`` (unconstrained values, leading axis ``num_chains``) starts the
+    chains at chosen points; ``jit_model_args=True`` passes the data as traced
+    arguments, so repeated runs on new data of the same shape do not recompile.
 
     Raises:
         ValueError: for non-positive sample or chain counts, or a target
@@ -85,8 +92,13 @@ def run_nuts(
         num_chains=num_chains,
         chain_method=_chain_method(num_chains),
         progress_bar=progress_bar,
+        jit_model_args=jit_model_args,
     )
-    mcmc.run(key, *args, extra_fields=("diverging", "potential_energy"), **kwargs)
+    mcmc.run(
+        key, *args,
+        extra_fields=("diverging", "potential_energy", "accept_prob", "num_steps"),
+        init_params=init_params, **kwargs,
+    )
     return mcmc
 
 
@@ -142,19 +154,46 @@ def to_inference_data(
     coords: Mapping | None = None,
     dims: Mapping | None = None,
     posterior_predictive: Mapping | None = None,
+    log_likelihood: Mapping | None = None,
+    observed_data: Mapping | None = None,
+    constant_data: Mapping | None = None,
 ):
     """InferenceData with posterior, sample_stats, log_likelihood, observed_data.
 
     ``coords`` and ``dims`` name the axes (e.g. ``{"component": [...]}`` and
     ``{"T": ["component", "sample"]}``) so no ``x_dim_0`` is left.
+
+    ``log_likelihood`` replaces NumPyro's per-site log densities with arrays of
+    shape ``(chain, draw, *obs)`` (e.g. exact leave-one-out predictive densities
+    for a GP evidence, which does not factorise over points);
+    ``posterior_predictive`` arrays are ``(chain, draw, ...)`` as well, and
+    ``observed_data`` / ``constant_data`` arrays carry no chain or draw axes.
     """
-    return az.from_numpyro(
+    idata = az.from_numpyro(
         mcmc,
         coords=dict(coords or {}),
         dims=dict(dims or {}),
         posterior_predictive=posterior_predictive,
-        log_likelihood=True,
+        log_likelihood=log_likelihood is None,
     )
+    extra = {}
+    if log_likelihood is not None:
+        extra["log_likelihood"] = az.from_dict(
+            log_likelihood={k: np.asarray(v) for k, v in log_likelihood.items()},
+            coords=dict(coords or {}), dims=dict(dims or {}),
+        ).log_likelihood
+    for group, values in (("observed_data", observed_data),
+                          ("constant_data", constant_data)):
+        if values is not None:
+            extra[group] = az.from_dict(
+                **{group: {k: np.asarray(v) for k, v in values.items()}},
+                coords=dict(coords or {}), dims=dict(dims or {}),
+            )[group]
+    if extra:
+        idata = az.InferenceData(
+            **{g: idata[g] for g in idata.groups() if g not in extra}, **extra
+        )
+    return idata
 
 
 def summary(idata, var_names=None):
@@ -261,3 +300,55 @@ def plot_trace(idata, path: str | Path, var_names=None) -> Path:
     plt.close(fig)
     return path
 
+
+
+def psis_log_weights(log_weights, reff: float = 1.0):
+    """Pareto-smoothed, normalised log importance weights (Vehtari et al. 2024).
+
+    Args:
+        log_weights: ``(..., n_samples)`` raw log weights, samples last.
+        reff: relative efficiency of the draws (1 for independent ones).
+
+    Returns:
+        ``(smoothed log weights, pareto_k)``, shapes ``(..., n_samples)`` and
+        ``(...)``; k > 0.7 means the estimate is unreliable.
+    """
+    lw = np.asarray(log_weights, dtype=np.float64)
+    if lw.ndim < 1 or lw.shape[-1] < 2 or not np.all(np.isfinite(lw) | (lw == -np.inf)):
+        raise ValueError(
+            "log_weights must be (..., n_samples) with n_samples >= 2 and no NaN/+inf"
+        )
+    out, k = az.psislw(lw, reff=reff)
+    return np.asarray(out), np.asarray(k)
+
+
+def drop_failed_chains(mcmc: MCMC, *, min_accept: float = 0.05):
+    """Split a run's chains into usable and failed ones, keeping the good draws.
+
+    A chain fails when any of its draws is not finite or its mean acceptance
+    probability is below ``min_accept`` (stuck). Returns ``(samples, failed)``:
+    the per-chain samples dict (``(chain, draw, ...)`` arrays) of the usable
+    chains and the indices of the failed ones, so one bad chain never loses the
+    others' draws. Warns naming the failed chains.
+    """
+    samples = mcmc.get_samples(group_by_chain=True)
+    n_chains = next(iter(samples.values())).shape[0]
+    bad = np.zeros(n_chains, bool)
+    for v in samples.values():
+        v = np.asarray(v).reshape(n_chains, -1)
+        bad |= ~np.all(np.isfinite(v), axis=1)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    if "accept_prob" in extra:
+        acc = np.asarray(extra["accept_prob"]).mean(axis=1)
+        bad |= acc < min_accept
+    failed = tuple(int(i) for i in np.flatnonzero(bad))
+    if failed:
+        warnings.warn(
+            f"chains {list(failed)} failed (non-finite draws or acceptance below "
+            f"{min_accept}); their draws are dropped, the other "
+            f"{n_chains - len(failed)} chains are kept",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    keep = ~bad
+    return {k: np.asarray(v)[keep] for k, v in samples.items()}, failed

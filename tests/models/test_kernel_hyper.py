@@ -1,0 +1,260 @@
+"""Kernel hyperparameter model: evidence, KL, degree marginalisation, LOO, SBC."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro import handlers
+from numpyro.infer.util import log_density
+from scipy import stats
+from scipy.special import logsumexp
+
+from bayeskde.infer import run_nuts
+from bayeskde.kernels.transforms import fit_polynomial_transform
+from bayeskde.models.kernel_hyper import (
+    KernelHyperData,
+    KernelHyperPrior,
+    default_kernel_hyper_prior,
+    degree_terms,
+    kernel_hyper_model,
+    loo_log_likelihood,
+    prepare_kernel_hyper_data,
+    top_singular_pair,
+)
+from tests.conftest import X64
+
+RTOL = 1e-8 if X64 else 2e-3
+
+
+def _toy(m=12, seed=0):
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(size=m)
+    x = t + 0.3 * np.sin(2 * np.pi * t) + 0.05 * rng.normal(size=m)
+    return x[:, None], np.stack([t, t**2], axis=1)
+
+
+PARAMS = dict(gamma_x=3.0, gamma_y=2.0, ridge=0.05, amplitude=0.4)
+
+
+def _numpy_terms(X, Y, d1, d2, gamma_x, gamma_y, ridge, amplitude):
+    """Evidence (A) and twin KL from scipy/numpy, alpha by SVD."""
+    Yc = Y - Y.mean(0)
+    K = np.exp(-gamma_x * (X - X.T) ** 2)
+    G = np.exp(-gamma_y * ((Y[:, None] - Y[None]) ** 2).sum(-1))
+    res = fit_polynomial_transform(K, G, d1, d2)
+    alpha, beta = np.asarray(res.alpha, float), np.asarray(res.beta, float)
+    m = len(X)
+    Kt = sum(a * K ** (i + 1) for i, a in enumerate(alpha)) + ridge * np.eye(m)
+    Gt = sum(b * G ** (i + 1) for i, b in enumerate(beta)) + ridge * np.eye(m)
+    ev = sum(
+        stats.multivariate_normal(np.zeros(m), amplitude * Kt).logpdf(Yc[:, k])
+        for k in range(Y.shape[1])
+    )
+    kl = 0.5 * (np.trace(np.linalg.solve(Kt, Gt)) - m
+                + np.linalg.slogdet(Kt)[1] - np.linalg.slogdet(Gt)[1])
+    return ev, kl, alpha, beta, Kt
+
+
+def test_top_singular_pair_equals_svd_of_block(rng):
+    C = rng.uniform(size=(4, 3))
+    for d1, d2 in [(1, 1), (2, 3), (4, 2)]:
+        mx = (np.arange(4) < d1).astype(float)
+        my = (np.arange(3) < d2).astype(float)
+        u, v = top_singular_pair(jnp.asarray(C), jnp.asarray(mx), jnp.asarray(my))
+        U, s, Vt = np.linalg.svd(C[:d1, :d2])
+        np.testing.assert_allclose(np.asarray(u)[:d1], np.abs(U[:, 0]), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(v)[:d2], np.abs(Vt[0]), atol=1e-5)
+        assert np.all(np.asarray(u)[d1:] == 0) and np.all(np.asarray(v)[d2:] == 0)
+
+
+def test_evidence_and_kl_equal_direct_multivariate_normal():
+    X, Y = _toy()
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = KernelHyperPrior(max_degree_x=3, max_degree_y=2, degree_decay=0.3)
+    p = {k: jnp.asarray(v, data.Y.dtype) for k, v in PARAMS.items()}
+    terms = degree_terms(data, p["gamma_x"], p["gamma_y"], p["ridge"],
+                         p["amplitude"], prior)
+    log_prior = -0.3 * (np.arange(1, 4)[:, None] + np.arange(1, 3)[None])
+    log_prior -= logsumexp(log_prior)
+    for i in range(3):
+        for j in range(2):
+            ev, kl, alpha, beta, _ = _numpy_terms(X, Y, i + 1, j + 1, **PARAMS)
+            np.testing.assert_allclose(terms.log_evidence[i, j], ev, rtol=RTOL)
+            np.testing.assert_allclose(terms.kl[i, j], kl, rtol=RTOL, atol=RTOL)
+            np.testing.assert_allclose(terms.alpha[i, j, : i + 1], alpha, atol=1e-5)
+            np.testing.assert_allclose(terms.beta[i, j, : j + 1], beta, atol=1e-5)
+            np.testing.assert_allclose(
+                terms.log_joint[i, j], log_prior[i, j] + ev - kl, rtol=RTOL
+            )
+
+
+def test_model_density_sums_degrees_out_exactly():
+    X, Y = _toy()
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = default_kernel_hyper_prior(data, max_degree_x=2, max_degree_y=3,
+                                       kl_temperature=0.5)
+    latent = {f"log_{k}": jnp.log(jnp.asarray(v, data.Y.dtype))
+              for k, v in PARAMS.items()}
+    lp, _ = log_density(kernel_hyper_model, (data, prior), {}, latent)
+    joint = []
+    for i in range(2):
+        for j in range(3):
+            ev, kl, *_ = _numpy_terms(X, Y, i + 1, j + 1, **PARAMS)
+            joint.append(np.log(1 / 6) + ev - 0.5 * kl)
+    ref = logsumexp(joint) + sum(
+        stats.norm(getattr(prior, f"log_{k}_loc"),
+                   getattr(prior, f"log_{k}_scale")).logpdf(np.log(v))
+        for k, v in PARAMS.items()
+    )
+    np.testing.assert_allclose(float(lp), ref, rtol=RTOL)
+
+
+def test_loo_log_likelihood_equals_brute_force_deletion():
+    X, Y = _toy(m=8)
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = KernelHyperPrior(max_degree_x=2, max_degree_y=2, kl_temperature=1.0)
+    p = [jnp.asarray(PARAMS[k], data.Y.dtype) for k in
+         ("gamma_x", "gamma_y", "ridge", "amplitude")]
+    got = np.asarray(loo_log_likelihood(data, *p, prior))
+    Yc = Y - Y.mean(0)
+    logw, full, minus = [], [], [[] for _ in range(8)]
+    for i in range(2):
+        for j in range(2):
+            ev, kl, _, _, Kt = _numpy_terms(X, Y, i + 1, j + 1, **PARAMS)
+            logw.append(np.log(0.25) - kl)
+            full.append(ev)
+            for r in range(8):
+                keep = np.arange(8) != r
+                S = PARAMS["amplitude"] * Kt[np.ix_(keep, keep)]
+                minus[r].append(sum(
+                    stats.multivariate_normal(np.zeros(7), S).logpdf(Yc[keep, k])
+                    for k in range(2)))
+    logw, full = np.array(logw), np.array(full)
+    want = [logsumexp(logw + full) - logsumexp(logw + np.array(mr)) for mr in minus]
+    np.testing.assert_allclose(got, want, rtol=1e-7 if X64 else 2e-3)
+
+
+def test_posterior_over_gamma_x_equals_grid_posterior(key):
+    X, Y = _toy(m=15)
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = default_kernel_hyper_prior(data, max_degree_x=2, max_degree_y=2)
+    fixed = {f"log_{k}": np.log(PARAMS[k]) for k in ("gamma_y", "ridge", "amplitude")}
+    model = handlers.condition(kernel_hyper_model, data=fixed)
+    mcmc = run_nuts(key, model, data, prior, num_warmup=300, num_samples=800,
+                    num_chains=2, progress_bar=False)
+    draws = np.asarray(mcmc.get_samples()["log_gamma_x"])
+    grid = np.linspace(prior.log_gamma_x_loc - 5, prior.log_gamma_x_loc + 5, 801)
+    lp = np.asarray(jax.jit(jax.vmap(
+        lambda g: log_density(model, (data, prior), {}, {"log_gamma_x": g})[0]
+    ))(jnp.asarray(grid, data.Y.dtype)), float)
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    mean = np.sum(w * grid)
+    sd = np.sqrt(np.sum(w * (grid - mean) ** 2))
+    # 800 x 2 correlated draws: Monte Carlo error of the mean ~ sd / sqrt(ESS).
+    assert abs(draws.mean() - mean) < 0.1 * sd
+    assert abs(draws.std() - sd) < 0.1 * sd
+
+
+def _sbc_model(Dx2, Y, prior):
+    """R independent replications of the GP part of the model (d1 = d2 = 1, no
+    KL factor): a proper generative model, so SBC applies. The same priors and
+    :func:`degree_terms` as :func:`kernel_hyper_model`, vectorised over
+    replications so that one compilation serves them all."""
+    R = Y.shape[0]
+    names = ("gamma_x", "ridge", "amplitude")
+    with numpyro.plate("replication", R):
+        logs = [numpyro.sample(f"log_{n}", dist.Normal(
+            getattr(prior, f"log_{n}_loc"), getattr(prior, f"log_{n}_scale")))
+            for n in names]
+
+    def one(y, lg, lr, la):
+        data = KernelHyperData(Dx2, Dx2, y, jnp.zeros(y.shape[1], y.dtype))
+        one_ = jnp.ones((), y.dtype)
+        terms = degree_terms(data, jnp.exp(lg), one_, jnp.exp(lr), jnp.exp(la), prior)
+        return terms.log_joint[0, 0]
+
+    numpyro.factor("marginal", jnp.sum(jax.vmap(one)(Y, *logs)))
+
+
+def test_simulation_based_calibration_of_the_gp_part(key):
+    """SBC (Talts et al. 2018) on the exact part of the model: degrees fixed at 1
+    and no KL factor, so data drawn from the prior predictive are the model's."""
+    R, m, L = 24, 10, 19
+    x = np.linspace(0, 1, m)[:, None]
+    Dx2 = jnp.asarray((x - x.T) ** 2)
+    prior = KernelHyperPrior(max_degree_x=1, max_degree_y=1, kl_temperature=0.0,
+                             log_gamma_x_loc=1.0, log_gamma_x_scale=0.5,
+                             log_ridge_loc=np.log(0.1), log_ridge_scale=0.5,
+                             log_amplitude_loc=0.0, log_amplitude_scale=0.5,
+                             log_gamma_y_loc=0.0, log_gamma_y_scale=0.5)
+    names = ("gamma_x", "ridge", "amplitude")
+    k_theta, k_y, k_mcmc = jax.random.split(key, 3)
+    theta = {
+        n: getattr(prior, f"log_{n}_loc") + getattr(prior, f"log_{n}_scale")
+        * np.asarray(jax.random.normal(jax.random.fold_in(k_theta, i), (R,)))
+        for i, n in enumerate(names)
+    }
+    z = np.asarray(jax.random.normal(k_y, (R, m)))
+    Y = np.empty((R, m, 1))
+    for r in range(R):
+        S = np.exp(theta["amplitude"][r]) * (
+            np.exp(-np.exp(theta["gamma_x"][r]) * np.asarray(Dx2))
+            + np.exp(theta["ridge"][r]) * np.eye(m))
+        Y[r, :, 0] = np.linalg.cholesky(S) @ z[r]
+    mcmc = run_nuts(k_mcmc, _sbc_model, Dx2, jnp.asarray(Y), prior,
+                    num_warmup=300, num_samples=10 * L, num_chains=1,
+                    progress_bar=False)
+    samples = mcmc.get_samples()
+    ranks = []
+    for r in range(R):
+        for n in names:
+            post = np.asarray(samples[f"log_{n}"])[::10, r]
+            ranks.append(int(np.sum(post < theta[n][r])))
+    counts = np.bincount(np.asarray(ranks) // 5, minlength=4)
+    p = stats.chisquare(counts).pvalue
+    assert p > 0.01, (counts, p)
+
+
+@pytest.mark.parametrize(
+    "X, Y, match",
+    [
+        (np.full((5, 1), np.nan), np.ones((5, 1)), "NaN|finite"),
+        (np.ones((5, 1)), np.arange(4.0), "same number of rows"),
+        (np.ones((2, 1)), np.arange(2.0), "at least 3"),
+        (np.arange(5.0), np.ones(5), "constant"),
+        (np.ones((5, 1, 1)), np.arange(5.0), "1- or 2-dimensional"),
+        (np.empty((0, 1)), np.empty(0), "empty|at least"),
+    ],
+)
+def test_bad_data_is_refused(X, Y, match):
+    with pytest.raises(ValueError, match=match):
+        prepare_kernel_hyper_data(X, Y)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        ({"max_degree_x": 0}, "max_degree_x"),
+        ({"kl_temperature": -1.0}, "kl_temperature"),
+        ({"log_ridge_scale": 0.0}, "log_ridge_scale"),
+        ({"nonsense": 1.0}, "unknown prior"),
+    ],
+)
+def test_bad_prior_is_refused(override, match):
+    data = prepare_kernel_hyper_data(*_toy())
+    with pytest.raises(ValueError, match=match):
+        default_kernel_hyper_prior(data, **override)
+
+
+def test_default_prior_is_centred_on_the_median_heuristic():
+    X, Y = _toy()
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = default_kernel_hyper_prior(data)
+    d2 = ((X - X.T) ** 2)[np.triu_indices(len(X), 1)]
+    np.testing.assert_allclose(prior.log_gamma_x_loc, -np.log(np.median(d2)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(prior.log_amplitude_loc,
+                               np.log(np.mean((Y - Y.mean(0)) ** 2)), rtol=1e-5)
