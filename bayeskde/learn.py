@@ -1,4 +1,4 @@
-"""Bayesian kernel learning workflows: :mod:`bayeskde.models` run by :mod:`bayeskde.infer`.
+"""Bayesian kernel learning: the models of bayeskde.models run by bayeskde.infer.
 
 * :func:`fit_kernel_hyper`: NUTS on the kernel hyperparameter model
   (:mod:`bayeskde.models.kernel_hyper`), returning InferenceData with named dims,
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from sklearn.base import clone
 
 from . import infer
 from ._validation import as_float_array, check_integer, check_positive
@@ -157,9 +158,17 @@ def fit_kernel_hyper(
     )
 
 
-def twin_gp_from_params(params: dict, criterion: str = "kl") -> TwinGP:
+def twin_gp_from_params(
+    params: dict, criterion: str = "kl", ridge: float | None = None
+) -> TwinGP:
     """An unfitted :class:`TwinGP` with the monomial transform of ``params``
-    (``degree_x``, ``degree_y``, ``gamma_x``, ``gamma_y``, ``ridge``)."""
+    (``degree_x``, ``degree_y``, ``gamma_x``, ``gamma_y``, ``ridge``).
+
+    ``ridge`` overrides the posterior ridge. The model's ridge is the GP's
+    noise-to-signal ratio, and where the inverse map is many-to-one the evidence
+    explains the branches as noise, so it can be far larger than the small
+    numerical ridge a Twin GP is usually run with (1e-4 on S-shape).
+    """
     transform = None
     if params["degree_x"] > 1 or params["degree_y"] > 1:
         transform = PolynomialKernelTransform(
@@ -168,7 +177,8 @@ def twin_gp_from_params(params: dict, criterion: str = "kl") -> TwinGP:
         )
     return TwinGP(
         criterion, gamma_x=params["gamma_x"], gamma_y=params["gamma_y"],
-        ridge=params["ridge"], transform=transform,
+        ridge=params["ridge"] if ridge is None else check_positive(ridge, "ridge"),
+        transform=transform,
     )
 
 
@@ -189,18 +199,19 @@ def _posterior_draws(fit: KernelHyperFit, key, n_draws):
 
 def bma_tgp_predict(
     key: jax.Array, fit: KernelHyperFit, X, Y, X_test, *, n_draws: int = 4,
-    criterion: str = "kl",
+    criterion: str = "kl", ridge: float | None = None,
 ):
     """Bayesian-model-averaged Twin GP predictions: the mean over ``n_draws``
     posterior draws (degree pairs drawn from their conditional posterior) of the
-    TGP fitted with each draw's kernel. Returns ``(mean, per_draw, draws)``.
+    TGP fitted with each draw's kernel (``ridge`` as in
+    :func:`twin_gp_from_params`). Returns ``(mean, per_draw, draws)``.
 
     Cost: ``n_draws`` TGP fits and predictions.
     """
     n_draws = check_integer(n_draws, "n_draws", minimum=1)
     draws = _posterior_draws(fit, key, n_draws)
     preds = np.stack([
-        np.asarray(twin_gp_from_params(p, criterion).fit(X, Y).predict(X_test))
+        np.asarray(twin_gp_from_params(p, criterion, ridge).fit(X, Y).predict(X_test))
         for p in draws
     ])
     return preds.mean(axis=0), preds, draws
@@ -267,7 +278,7 @@ def calibrate_temperature(
         temperatures, float)
     if taus.ndim != 1 or taus.size == 0 or not np.all(taus > 0):
         raise ValueError("temperatures must be a non-empty 1-D array of values > 0")
-    model = TwinGP(**tgp.get_params()).fit(X[keep], Y[keep])
+    model = clone(tgp).fit(X[keep], Y[keep])
     batch = tgp_energy_batch(model, jnp.asarray(X[val]))
     lower, upper = _box(Y, margin)
     pts, log_cell = _log_normaliser_points(k2, lower, upper, n_points)

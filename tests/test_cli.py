@@ -5,10 +5,11 @@ import pytest
 
 from bayeskde.cli import main
 from bayeskde.demo import format_strings_summary
+from tests.conftest import X64
 
 
-def test_demo_quick_writes_summary_figure_and_json(tmp_path, capsys):
-    assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
+def test_strings_quick_writes_summary_figure_and_json(tmp_path, capsys):
+    assert main(["strings", "--quick", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     res = json.loads((tmp_path / "strings_to_strings.json").read_text())
     png = (tmp_path / "strings_to_strings.png").read_bytes()
@@ -27,3 +28,30 @@ def test_demo_quick_writes_summary_figure_and_json(tmp_path, capsys):
 def test_cli_rejects_unknown_command():
     with pytest.raises(SystemExit):
         main(["fly"])
+
+
+def test_demo_quick_writes_inference_data_plots_and_summary(tmp_path, capsys):
+    from bayeskde.infer import load_inference_data
+
+    precision = [] if X64 else ["--float32"]  # never flip the suite's precision
+    assert main(["demo", "--quick", "--out", str(tmp_path), *precision]) == 0
+    printed = capsys.readouterr().out
+    res = json.loads((tmp_path / "summary.json").read_text())
+    # The paper's numbers are printed beside ours.
+    assert "0.116" in printed and "Posterior over degree pairs" in printed
+    assert "r_hat" in printed  # the ArviZ summary table
+    post = np.asarray(res["degree_posterior"])
+    assert post.shape == (2, 2) and post.sum() == pytest.approx(1.0, abs=1e-6)
+    for name in ("trace.png", "degree_posterior.png", "predictive.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
+    idata = load_inference_data(tmp_path / "kernel_hyper.nc")
+    assert {"posterior", "sample_stats", "log_likelihood", "observed_data"} <= set(
+        idata.groups())
+    assert idata.posterior["degree_log_joint"].dims[-2:] == ("degree_x", "degree_y")
+    assert idata.log_likelihood["y"].shape[-1] == res["config"]["n_hyper"]
+    pred = load_inference_data(tmp_path / "tgp_predictive.nc")
+    assert pred.posterior["y"].dims[-2:] == ("test_point", "output")
+    # Every MAE is a real number in [0, 1] (t lies in [0, 1]).
+    for k in ("map_tgp_mae", "bma_tgp_mae", "predictive_mode_mae"):
+        assert 0.0 <= res[k] <= 1.0
