@@ -565,3 +565,61 @@ def test_estimator_bad_input():
     with pytest.raises(ValueError, match="feature_map"):
         LatentMeanMapKernel(2, feature_map="nope", key=jax.random.key(0)).fit(
             None, params=_cat_hmm())
+
+
+def test_fisher_scores_bad_input_and_length_one():
+    params, gparams = _cat_hmm(), _gauss_hmm()
+    s = fisher_scores(params, CAT_SEQS)  # CAT_SEQS[2] has length 1
+    assert np.all(np.isfinite(np.asarray(s.scores)))
+    with pytest.raises(ValueError, match="empty"):
+        fisher_scores(params, [])
+    with pytest.raises(ValueError, match="empty"):
+        fisher_scores(params, [np.array([0, 1]), np.array([], int)])
+    with pytest.raises(ValueError, match="alphabet"):
+        fisher_scores(params, [np.array([0, 3])])
+    with pytest.raises(ValueError, match="symbols"):
+        fisher_scores(params, [np.zeros((3, 2))])
+    with pytest.raises(ValueError, match="ragged"):
+        fisher_scores(gparams, [np.zeros((3, 2)), np.zeros((3, 3))])
+    with pytest.raises(ValueError, match="NaN"):
+        fisher_scores(gparams, [np.array([[0.0, np.nan]])])
+    with pytest.raises(ValueError, match="D = 3"):
+        fisher_scores(gparams, [np.zeros((3, 3))])
+
+
+def test_remaining_grams_symmetric_psd(rng):
+    """The Gram matrices not checked above: GMMK and PPK over a set of
+    distributions, the RBF map of eq. (24) with cosine normalisation, the RFF and
+    Taylor LMMKs and the length-normalised Fisher kernel."""
+    means = rng.normal(size=(6, 2))
+    covs = [a @ a.T + 0.2 * np.eye(2) for a in rng.normal(size=(6, 2, 2))]
+    for fn, kw in ((gaussian_gmmk, {"gamma": 0.7}), (gaussian_ppk, {"rho": 1.0})):
+        _psd([[float(fn(means[i], covs[i], means[j], covs[j], **kw))
+               for j in range(6)] for i in range(6)])
+    probs = rng.dirichlet(np.ones(4), size=6)
+    L = symbol_kernel_matrix(4, 0.7)
+    _psd([[float(categorical_gmmk(p, q, L)) for q in probs] for p in probs])
+    k = LatentMeanMapKernel(2, lam=0.5, nu=0.8, normalize=True,
+                            key=jax.random.key(0)).fit(None, params=_cat_hmm())
+    K = np.asarray(k.gram(CAT_SEQS))
+    _psd(K)
+    np.testing.assert_allclose(np.diag(K), 1.0, rtol=RTOL)
+    for fmap in ("rff", "taylor"):
+        kg = LatentMeanMapKernel(2, "gaussian", lam=0.5, key=jax.random.key(1),
+                                 feature_map=fmap, n_features=64).fit(
+            None, params=_gauss_hmm())
+        _psd(kg.gram(GAUSS_SEQS))
+    _psd(length_normalised_fisher_kernel(fisher_scores(_cat_hmm(), CAT_SEQS)))
+
+
+def test_clique_kernel_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        sequence_cliques(np.zeros((0, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        sequence_cliques(np.array([[0.0], [np.nan]]))
+    with pytest.raises(ValueError, match="features"):
+        clique_mean_map_kernel([np.zeros((3, 2))], [np.zeros((3, 3))])
+    with pytest.raises(ValueError, match="NaN"):
+        clique_mean_map_kernel([np.array([[np.nan]])], [np.zeros((1, 1))])
+    with pytest.raises(ValueError, match="clique types"):
+        clique_mean_map_kernel([np.zeros((1, 1))], [])

@@ -105,24 +105,39 @@ def gaussian_log_likelihoods(
         >>> gaussian_log_likelihoods(em, jnp.zeros((3, 1))).shape
         (3, 2)
     """
-    obs = jnp.asarray(obs)
+    return _gaussian_log_density_fn(emission)(jnp.asarray(obs))
+
+
+def _gaussian_log_density_fn(emission):
+    """``obs (K, D) -> (K, N)`` log densities, with the per-state factors (Cholesky
+    or inverse variances, log determinants) computed once, outside the returned
+    function, so that a scan can call it on one step at a time."""
     means, covs = emission.means, emission.covariances
     num_features = means.shape[-1]
     const = -0.5 * num_features * math.log(2.0 * math.pi)
-    diff = obs[:, None, :] - means[None, :, :]  # (T, N, D)
     if covs.ndim == 2:
-        maha = jnp.sum(diff**2 / covs[None], axis=-1)
+        precision = 1.0 / covs
         logdet = jnp.sum(jnp.log(covs), axis=-1)
+
+        def _maha(obs):
+            diff = obs[:, None, :] - means[None, :, :]  # (K, N, D)
+            return jnp.sum(diff**2 * precision[None], axis=-1)
     else:
         chol = jnp.linalg.cholesky(covs)  # (N, D, D)
+        logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
 
-        def _state(c, d):  # c: (D, D), d: (T, D)
+        def _state(c, d):  # c: (D, D), d: (K, D)
             z = jax.scipy.linalg.solve_triangular(c, d.T, lower=True)
             return jnp.sum(z**2, axis=0)
 
-        maha = jax.vmap(_state, in_axes=(0, 1), out_axes=1)(chol, diff)
-        logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), -1)
-    return const - 0.5 * (logdet[None, :] + maha)
+        def _maha(obs):
+            diff = obs[:, None, :] - means[None, :, :]  # (K, N, D)
+            return jax.vmap(_state, in_axes=(0, 1), out_axes=1)(chol, diff)
+
+    def _log_density(obs):
+        return const - 0.5 * (logdet[None, :] + _maha(obs))
+
+    return _log_density
 
 
 def emission_log_likelihoods(

@@ -36,11 +36,16 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._typing import ArrayLike
 from .._validation import check_integer, check_nonnegative
-from .emissions import CategoricalEmission, GaussianEmission, emission_log_likelihoods
+from .emissions import (
+    CategoricalEmission,
+    GaussianEmission,
+    _gaussian_log_density_fn,
+)
 from .inference import (
     HMMPosterior,
-    _scaled_likelihoods,
-    _smooth_scaled,
+    _backward_scan,
+    _emit_log_likelihoods,
+    _forward_scan,
     _summed_xi,
     _validate,
 )
@@ -203,38 +208,58 @@ def _time_major(padded, lengths):
     return obs, mask
 
 
-def _scaled_batch_likelihoods(emission, obs, mask):
-    """Scaled likelihoods ``(T_max, N, B)`` and shifts ``(T_max, B)`` of a batch.
+def _batch_emit(emission):
+    """``emit(obs_t, mask_t) -> (lik (N, B), shift (B,))`` for one step of a
+    time-major batch (see :func:`~bayeskde.hmm.inference._forward_scan`).
 
     Symbols need no exponential per step: the likelihood column of symbol ``m``,
     divided by its largest entry, is looked up in a table of ``N x M`` entries.
+    Gaussian factors are computed once, outside the scan.
     """
     if isinstance(emission, CategoricalEmission):
         top = jnp.max(emission.log_probs, axis=0)
         top = jnp.where(jnp.isfinite(top), top, 0.0)
         table = jnp.exp(emission.log_probs - top[None, :])
-        lik = jnp.moveaxis(jnp.take(table, obs, axis=1), 0, 1)
-        shift = jnp.where(mask, top[obs], 0.0)
-        return jnp.where(mask[:, None], lik, 1.0), shift
-    t_max, batch = obs.shape[:2]
-    # One call on the flattened steps: a full covariance is factored once.
-    flat = obs.reshape((t_max * batch,) + obs.shape[2:])
-    ll = emission_log_likelihoods(emission, flat).reshape(t_max, batch, -1)
-    return _scaled_likelihoods(jnp.swapaxes(ll, 1, 2), mask)
+
+        def _emit(obs, m):
+            lik = jnp.take(table, obs, axis=1)
+            return jnp.where(m[None], lik, 1.0), jnp.where(m, top[obs], 0.0)
+
+        return _emit
+    log_density = _gaussian_log_density_fn(emission)
+
+    def _emit(obs, m):
+        return _emit_log_likelihoods(log_density(obs).T, m)
+
+    return _emit
 
 
-def _batch_smooth(params, obs, mask):
-    lik, shift = _scaled_batch_likelihoods(params.emission, obs, mask)
+def _batch_smooth(params, obs, mask, xi):
+    """Forward-backward over a time-major batch: ``gamma`` ``(T_max, B, N)`` (zero
+    on padding), the ``xi`` accumulator (see
+    :func:`~bayeskde.hmm.inference._backward_scan`, before multiplying by the
+    transition matrix), the log likelihoods ``(B,)`` and the transition matrix.
+
+    Everything runs in the widest float dtype among the parameters and (float)
+    observations, so that the scan carries keep one type."""
+    floats = [obs] if jnp.issubdtype(obs.dtype, jnp.floating) else []
+    dtype = jnp.result_type(*jax.tree.leaves(params), *floats)
+    params = jax.tree.map(lambda a: a.astype(dtype), params)
+    obs = obs.astype(dtype) if floats else obs
+    initial = jnp.exp(params.log_initial)
     transition = jnp.exp(params.log_transition)
-    s = _smooth_scaled(jnp.exp(params.log_initial), transition, lik, shift, mask)
-    return s, transition
+    alphas, log_lik = _forward_scan(
+        initial, transition, _batch_emit(params.emission), obs, mask
+    )
+    gamma, acc = _backward_scan(initial, transition, alphas, mask, xi)
+    return gamma, acc, log_lik, transition
 
 
 def _batch_posteriors(params, padded, lengths):
     obs, mask = _time_major(padded, lengths)
-    s, transition = _batch_smooth(params, obs, mask)
-    xi = _summed_xi(transition[None], jnp.einsum("tib,tjb->bij", s.alphas, s.u))
-    return HMMPosterior(jnp.transpose(s.gamma, (2, 0, 1)), xi, s.log_likelihood)
+    gamma, acc, log_lik, transition = _batch_smooth(params, obs, mask, "each")
+    xi = _summed_xi(transition[None], jnp.moveaxis(acc, 2, 0))
+    return HMMPosterior(jnp.swapaxes(gamma, 0, 1), xi, log_lik)
 
 
 _batch_posteriors_jit = jax.jit(_batch_posteriors)
@@ -258,8 +283,11 @@ def batch_posteriors(
         padding), ``xi`` ``(B, N, N)``, ``log_likelihood`` ``(B,)``, ``xi_t=None``.
 
     Raises:
-        ValueError: inconsistent shapes, lengths outside ``[1, T_max]``, or (for
-            concrete inputs) probabilities that do not sum to one.
+        ValueError: inconsistent shapes, data of the wrong kind for the emission
+            (symbols for a Gaussian HMM, another D), lengths outside
+            ``[1, T_max]``, and for concrete inputs: probabilities that do not sum
+            to one, symbols outside the alphabet, NaN or inf. Length-1
+            sequences are fine (their ``xi`` is zero).
     """
     padded = jnp.asarray(padded)
     lengths = jnp.asarray(lengths)
@@ -270,10 +298,39 @@ def batch_posteriors(
         )
     n = params.log_initial.shape[0]
     _validate(params.log_initial, params.log_transition, np.zeros((1, n)), None)
+    categorical = isinstance(params.emission, CategoricalEmission)
+    if categorical != (padded.ndim == 2):
+        raise ValueError(
+            f"padded has shape {padded.shape}, but the HMM's "
+            f"{type(params.emission).__name__} needs "
+            + ("(B, T_max) symbols" if categorical else "(B, T_max, D) vectors")
+        )
+    if not categorical and padded.shape[2] != params.emission.means.shape[1]:
+        raise ValueError(
+            f"padded has D = {padded.shape[2]} features, the HMM's Gaussians "
+            f"D = {params.emission.means.shape[1]}"
+        )
     if not isinstance(lengths, jax.core.Tracer):
         lens = np.asarray(lengths)
         if lens.min() < 1 or lens.max() > padded.shape[1]:
-            raise ValueError(f"lengths must lie in [1, {padded.shape[1]}]")
+            raise ValueError(
+                f"lengths must lie in [1, {padded.shape[1]}] (no empty sequences), "
+                f"got values in [{lens.min()}, {lens.max()}]"
+            )
+    if not isinstance(padded, jax.core.Tracer):
+        # An out-of-range symbol would be read as NaN by the gather, silently.
+        x = np.asarray(padded)
+        if categorical:
+            n_symbols = params.emission.log_probs.shape[1]
+            if not np.issubdtype(x.dtype, np.integer):
+                raise ValueError(f"padded symbols must be integers, got {x.dtype}")
+            if x.min() < 0 or x.max() >= n_symbols:
+                raise ValueError(
+                    f"padded has symbols in [{x.min()}, {x.max()}], outside the "
+                    f"alphabet [0, {n_symbols})"
+                )
+        elif not np.all(np.isfinite(x)):
+            raise ValueError("padded contains NaN or inf")
     return _batch_posteriors_jit(params, padded, lengths)
 
 
@@ -294,21 +351,19 @@ def _em_data(obs, n_symbols, covariance):
 def _sufficient_stats(params, obs, mask, data):
     """Expected counts of one E-step (Rabiner eqs. 40a-40c, 52-54), each one
     contraction over all steps of all sequences; and the total log likelihood."""
-    s, transition = _batch_smooth(params, obs, mask)
-    gamma = s.gamma  # (T_max, N, B), zero on padding
+    gamma, acc, log_lik, transition = _batch_smooth(params, obs, mask, "total")
+    # gamma: (T_max, B, N), zero on padding.
     stats = {
-        "initial": jnp.sum(gamma[0], axis=1),
-        "transition": _summed_xi(
-            transition, jnp.einsum("tib,tjb->ij", s.alphas, s.u)
-        ),
-        "occupancy": jnp.sum(gamma, axis=(0, 2)),
+        "initial": jnp.sum(gamma[0], axis=0),
+        "transition": _summed_xi(transition, acc),
+        "occupancy": jnp.sum(gamma, axis=(0, 1)),
     }
     if "onehot" in data:
-        stats["symbols"] = jnp.einsum("tnb,tbm->nm", gamma, data["onehot"])
+        stats["symbols"] = jnp.einsum("tbn,tbm->nm", gamma, data["onehot"])
     else:
-        stats["sum_x"] = jnp.einsum("tnb,tbd->nd", gamma, data["x"])
-        stats["sum_xx"] = jnp.einsum("tnb,tbf->nf", gamma, data["xx"])
-    return stats, jnp.sum(s.log_likelihood)
+        stats["sum_x"] = jnp.einsum("tbn,tbd->nd", gamma, data["x"])
+        stats["sum_xx"] = jnp.einsum("tbn,tbf->nf", gamma, data["xx"])
+    return stats, jnp.sum(log_lik)
 
 
 def _log_normalise_counts(counts):

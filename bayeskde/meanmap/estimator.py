@@ -248,7 +248,7 @@ class LatentMeanMapKernel(BaseEstimator):
             post.gamma, padded, post.xi, lengths, g, self.omega_,
             kind=self.feature_map, order=int(self.taylor_order),
         )
-        return f, jnp.eye(f.emission.shape[2], dtype=padded.dtype), None
+        return f, None, None  # identity metric on explicit RBF features
 
     def features(self, sequences: Sequence) -> LatentFeatures:
         """Latent mean maps of ``sequences`` (not for exact continuous kernels)."""

@@ -37,7 +37,13 @@ from jaxtyping import Array, Bool, Float
 
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_nonnegative
-from ..hmm import HMMParams, emission_log_likelihoods, forward_filter, pad_sequences
+from ..hmm import (
+    CategoricalEmission,
+    HMMParams,
+    emission_log_likelihoods,
+    forward_filter,
+    pad_sequences,
+)
 
 __all__ = [
     "FisherScores",
@@ -98,17 +104,33 @@ def fisher_scores(params: HMMParams, sequences) -> FisherScores:
 
     Args:
         params: ``bayeskde.hmm.HMMParams``.
-        sequences: list of ``(T_i,)`` int or ``(T_i, D)`` float arrays (validated
-            by the caller, see ``LatentMeanMapKernel``).
+        sequences: list of ``(T_i,)`` int or ``(T_i, D)`` float arrays, checked
+            as by :func:`~bayeskde.hmm.pad_sequences` with the HMM's alphabet;
+            length-1 sequences have zero transition scores.
 
     Returns:
         :class:`FisherScores`. Cost O(n T N^2) time (one forward pass and its
         adjoint per sequence), O(n T N) memory.
 
     Raises:
-        ValueError: if a score is not finite (zero transition probabilities).
+        ValueError: bad sequences (empty, NaN, ragged D, symbols outside the
+            alphabet, the wrong kind or D for the emission), or a score that is
+            not finite (zero transition probabilities).
     """
-    padded, lengths = pad_sequences(sequences)
+    categorical = isinstance(params.emission, CategoricalEmission)
+    n_symbols = params.emission.log_probs.shape[1] if categorical else None
+    padded, lengths = pad_sequences(sequences, n_symbols=n_symbols)
+    if categorical != (padded.ndim == 2):
+        raise ValueError(
+            f"sequences must be (T_i,) symbols for a {type(params.emission).__name__}"
+            if categorical else
+            "sequences must be (T_i, D) vectors for a GaussianEmission"
+        )
+    if not categorical and padded.shape[2] != params.emission.means.shape[1]:
+        raise ValueError(
+            f"sequences have D = {padded.shape[2]}, the HMM's Gaussians "
+            f"D = {params.emission.means.shape[1]}"
+        )
     mask = jnp.arange(padded.shape[1])[None, :] < jnp.asarray(lengths)[:, None]
     scores = _batch_scores(params, padded, mask)
     if not bool(jnp.all(jnp.isfinite(scores))):

@@ -7,7 +7,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayeskde.hmm import forward_backward, forward_filter, viterbi
+from bayeskde.hmm import (
+    CategoricalEmission,
+    GaussianEmission,
+    HMMParams,
+    batch_posteriors,
+    emission_log_likelihoods,
+    forward_backward,
+    forward_filter,
+    pad_sequences,
+    viterbi,
+)
 from bayeskde.hmm.inference import _forward_backward_jit
 from tests.conftest import X64
 
@@ -170,3 +180,62 @@ def test_bad_input(rng):
         forward_backward(log_pi, log_A, np.zeros((0, 3)))
     with pytest.raises((ValueError, TypeError)):
         forward_backward(log_pi, log_A, ll, mask=np.ones(3, bool))
+
+
+# hmmlearn as the reference implementation: the same HMM set by hand, its smoothed
+# marginals (predict_proba) and log likelihood (score), with lengths.
+HMMLEARN_ATOL = 1e-6 if X64 else 1e-4
+
+
+def _hmmlearn_reference(rng, emission):
+    from hmmlearn.hmm import CategoricalHMM, GaussianHMM
+
+    n, lengths = 3, [7, 1, 12]
+    pi = rng.dirichlet(np.ones(n))
+    A = rng.dirichlet(np.ones(n), size=n) + 2 * np.eye(n)
+    A /= A.sum(1, keepdims=True)
+    if emission == "categorical":
+        B = rng.dirichlet(np.ones(4), size=n)
+        model = CategoricalHMM(n, init_params="", params="")
+        model.emissionprob_ = B
+        model.n_features = 4
+        seqs = [rng.integers(0, 4, size=t) for t in lengths]
+        X = np.concatenate(seqs)[:, None]
+        em = CategoricalEmission(jnp.log(jnp.asarray(B)))
+    else:
+        means = rng.normal(scale=2.0, size=(n, 2))
+        if emission == "diag":
+            covs = rng.uniform(0.5, 2.0, size=(n, 2))
+        else:
+            L = rng.normal(size=(n, 2, 2))
+            covs = L @ np.swapaxes(L, 1, 2) + 0.5 * np.eye(2)
+        model = GaussianHMM(n, covariance_type=emission, init_params="", params="")
+        model.means_, model.covars_ = means, covs
+        seqs = [rng.normal(scale=2.0, size=(t, 2)) for t in lengths]
+        X = np.concatenate(seqs)
+        em = GaussianEmission(jnp.asarray(means), jnp.asarray(covs))
+    model.startprob_, model.transmat_ = pi, A
+    params = HMMParams(jnp.log(jnp.asarray(pi)), jnp.log(jnp.asarray(A)), em)
+    return params, seqs, model.predict_proba(X, lengths), model.score(X, lengths)
+
+
+@pytest.mark.parametrize("emission", ["categorical", "diag", "full"])
+def test_forward_backward_equals_hmmlearn(rng, emission):
+    params, seqs, proba, score = _hmmlearn_reference(rng, emission)
+    gammas, total = [], 0.0
+    for s in seqs:
+        ll = emission_log_likelihoods(params.emission, jnp.asarray(s))
+        post = forward_backward(params.log_initial, params.log_transition, ll)
+        gammas.append(np.asarray(post.gamma))
+        total += float(post.log_likelihood)
+    np.testing.assert_allclose(np.concatenate(gammas), proba, atol=HMMLEARN_ATOL,
+                               rtol=0)
+    np.testing.assert_allclose(total, score, rtol=HMMLEARN_ATOL, atol=0)
+    # The batched, padded path gives the same numbers.
+    padded, lengths = pad_sequences(seqs)
+    batch = batch_posteriors(params, padded, lengths)
+    got = np.concatenate([np.asarray(batch.gamma[i, : len(s)])
+                          for i, s in enumerate(seqs)])
+    np.testing.assert_allclose(got, proba, atol=HMMLEARN_ATOL, rtol=0)
+    np.testing.assert_allclose(float(batch.log_likelihood.sum()), score,
+                               rtol=HMMLEARN_ATOL, atol=0)

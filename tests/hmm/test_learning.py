@@ -219,3 +219,54 @@ def test_sample_shapes(key):
     s = sample_hmm(key, _params("gaussian", "full"), 5, 7)
     assert s.states.shape == (5, 7) and s.observations.shape == (5, 7, 2)
     assert s.observations.dtype == jnp.zeros(()).dtype
+
+
+def test_batch_posteriors_bad_input_and_length_one():
+    params, gparams = _params(), _params("gaussian")
+    padded, lengths = pad_sequences([np.array([0, 1, 3]), np.array([2])])
+    post = batch_posteriors(params, padded, lengths)
+    np.testing.assert_array_equal(post.xi[1], 0.0)  # length 1: no transitions
+    np.testing.assert_allclose(post.gamma[1].sum(), 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="alphabet"):
+        batch_posteriors(params, jnp.array([[0, 4]]), jnp.array([2]))
+    with pytest.raises(ValueError, match="empty"):
+        batch_posteriors(params, padded, jnp.array([3, 0]))
+    with pytest.raises(ValueError, match="vectors"):
+        batch_posteriors(gparams, padded, lengths)
+    with pytest.raises(ValueError, match="symbols"):
+        batch_posteriors(params, jnp.zeros((1, 2, 2)), jnp.array([2]))
+    with pytest.raises(ValueError, match="D = 3"):
+        batch_posteriors(gparams, jnp.zeros((1, 2, 3)), jnp.array([2]))
+    with pytest.raises(ValueError, match="NaN"):
+        batch_posteriors(gparams, jnp.full((1, 2, 2), jnp.nan), jnp.array([2]))
+
+
+def test_fit_hmm_bad_sequences_and_length_one(key):
+    with pytest.raises(ValueError, match="empty"):
+        fit_hmm(key, [], 2)
+    with pytest.raises(ValueError, match="empty"):
+        fit_hmm(key, [np.array([0, 1]), np.array([], int)], 2)
+    with pytest.raises(ValueError, match="NaN"):
+        fit_hmm(key, [np.array([[0.0], [np.nan]])], 2, emission="gaussian")
+    with pytest.raises(ValueError, match="ragged"):
+        fit_hmm(key, [np.zeros((3, 2)), np.zeros((3, 1))], 2, emission="gaussian")
+    # Only length-1 sequences: no transition is ever observed, so the transition
+    # rows stay at the pseudo-count prior (uniform); the rest is finite.
+    res = fit_hmm(key, [np.array([0]), np.array([1]), np.array([1])], 2,
+                  n_iter=5, n_restarts=1)
+    np.testing.assert_allclose(np.exp(res.params.log_transition), 0.5, rtol=1e-5)
+    assert np.all(np.isfinite(np.asarray(res.params.emission.log_probs)))
+
+
+@pytest.mark.parametrize("fn", [forward_backward, "filter", "viterbi"])
+def test_single_sequence_functions_bad_input(fn):
+    from bayeskde.hmm import forward_filter, viterbi
+
+    fn = {"filter": forward_filter, "viterbi": viterbi}.get(fn, fn)
+    p = _params()
+    with pytest.raises(ValueError, match="NaN"):
+        fn(p.log_initial, p.log_transition, jnp.full((3, 3), jnp.nan))
+    with pytest.raises(ValueError, match="T >= 1"):
+        fn(p.log_initial, p.log_transition, jnp.zeros((0, 3)))
+    with pytest.raises(ValueError, match="log_transition"):
+        fn(p.log_initial, p.log_transition + 0.1, jnp.zeros((3, 3)))
