@@ -1,0 +1,675 @@
+"""Tests of the Bayesian HMM and its posterior-averaged mean-map kernels.
+
+Oracles: brute-force enumeration of every state path, a quadrature grid
+posterior, simulation-based calibration against truths drawn by NumPy, and the
+EM-layer kernels of :mod:`bayeskde.meanmap` (including a time-domain double sum,
+eq. 31, for the averaged embeddings).
+"""
+
+import itertools
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from numpyro import handlers
+from numpyro.diagnostics import effective_sample_size
+from numpyro.infer.hmc import hmc
+from numpyro.infer.util import initialize_model, log_density
+from scipy import stats
+from scipy.special import logsumexp
+
+from bayeskde.hmm import (
+    CategoricalEmission,
+    GaussianEmission,
+    HMMParams,
+    batch_posteriors,
+    pad_sequences,
+)
+from bayeskde.infer import run_nuts, run_svi, to_inference_data
+from bayeskde.meanmap import (
+    LatentMeanMapKernel,
+    adapt_hmms,
+    hmm_log_kernel_gram,
+    log_kernel_normalize,
+)
+from bayeskde.models import (
+    BayesianHMMPrior,
+    bayesian_hmm_model,
+    check_hmm_data,
+    hmm_draws,
+    hmm_sequence_log_likelihoods,
+    posterior_generative_mean_map_gram,
+    posterior_latent_mean_map_gram,
+    relabel_draws,
+    relabel_samples,
+)
+from bayeskde.models import hmm as hmm_module
+from tests.conftest import X64
+
+
+@pytest.fixture
+def numpyro_broadcasting():
+    """Sampling needs NumPy broadcasting: numpyro's StickBreakingTransform (the
+    unconstrained form of a batch of Dirichlet rows) subtracts a ``(K,)`` from a
+    ``(N, K)`` array, which the suite's strict rank promotion refuses."""
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+# ------------------------------------------------------------- brute force
+
+
+def _brute_loglik(pi, A, emit):
+    """log p(x) by summing over all N^T paths; ``emit`` (T, N) log densities."""
+    T, N = emit.shape
+    paths = np.array(list(itertools.product(range(N), repeat=T)))
+    lp = np.log(pi)[paths[:, 0]] + emit[0, paths[:, 0]]
+    for t in range(1, T):
+        lp = lp + np.log(A)[paths[:, t - 1], paths[:, t]] + emit[t, paths[:, t]]
+    return logsumexp(lp)
+
+
+def _random_hmm(rng, N, K=None, D=None):
+    pi = rng.dirichlet(np.ones(N))
+    A = rng.dirichlet(np.ones(N), size=N)
+    if K is not None:
+        return pi, A, {"emission_probs": rng.dirichlet(np.ones(K), size=N)}
+    return pi, A, {"emission_mean": rng.normal(size=(N, D)),
+                   "emission_var": rng.uniform(0.3, 2.0, size=(N, D))}
+
+
+def _emit(em, x):
+    if "emission_probs" in em:
+        return np.log(em["emission_probs"][:, x].T)
+    m, v = em["emission_mean"], em["emission_var"]
+    return stats.norm(m[None], np.sqrt(v)[None]).logpdf(x[:, None, :]).sum(-1)
+
+
+@pytest.mark.parametrize("emission", ["categorical", "gaussian"])
+def test_log_likelihood_equals_brute_force_enumeration(emission, rng, tol):
+    N, T_max = 3, 5
+    pi, A, em = _random_hmm(rng, N, K=4 if emission == "categorical" else None,
+                            D=2)
+    if emission == "categorical":
+        seqs = [rng.integers(0, 4, size=t) for t in (5, 3, 1)]
+    else:
+        seqs = [rng.normal(size=(t, 2)) for t in (5, 3, 1)]
+    obs, lengths = pad_sequences(seqs)
+    assert obs.shape[1] == T_max
+    ref = np.array([_brute_loglik(pi, A, _emit(em, s)) for s in seqs])
+    values = {"initial": pi, "transition": A, **em}
+    values = {k: jnp.asarray(v, jnp.zeros(()).dtype) for k, v in values.items()}
+    kw = dict(n_symbols=4) if emission == "categorical" else {}
+    model = partial(bayesian_hmm_model, obs, lengths, N, emission, **kw)
+    tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), values)
+                        ).get_trace()
+    site = tr["obs"]
+    got = np.asarray(site["fn"].log_prob(site["value"]))
+    np.testing.assert_allclose(got, ref, rtol=tol * 10, atol=0)
+    # The log joint adds the priors (constrained space, as scipy writes them).
+    prior = BayesianHMMPrior()
+    lp = stats.dirichlet(np.ones(N)).logpdf(pi)
+    lp += sum(stats.dirichlet(np.ones(N)).logpdf(r) for r in A)
+    if emission == "categorical":
+        lp += sum(stats.dirichlet(np.ones(4)).logpdf(r)
+                  for r in em["emission_probs"])
+    else:
+        v, m = em["emission_var"], em["emission_mean"]
+        lp += stats.invgamma(prior.var_shape, scale=prior.var_scale).logpdf(v).sum()
+        lp += stats.norm(0.0, np.sqrt(v / prior.mean_precision)).logpdf(m).sum()
+    joint, _ = log_density(bayesian_hmm_model, (obs, lengths, N, emission),
+                           kw, values)
+    np.testing.assert_allclose(float(joint), lp + ref.sum(), rtol=tol * 10)
+    # the same code as the public helper and as the EM layer's posteriors
+    params = hmm_draws({k: v[None] for k, v in values.items()})
+    params = jax.tree.map(lambda a: a[0], params)
+    np.testing.assert_allclose(
+        np.asarray(hmm_sequence_log_likelihoods(params, obs, lengths)), ref,
+        rtol=tol * 10)
+    np.testing.assert_allclose(
+        np.asarray(batch_posteriors(params, obs, lengths).log_likelihood), ref,
+        rtol=tol * 10)
+
+
+# ------------------------------------------------------- concentrated prior
+
+
+def test_svi_map_under_a_concentrated_gaussian_prior_is_the_prior(
+        numpyro_broadcasting):
+    """Normal-Inverse-Gamma priors of strength 1e5 against 21 observations: the
+    posterior is a near point mass whose mode lies within ~21/1e5 of the prior's
+    (conjugate update), so the MAP that SVI with a delta guide finds is the prior
+    mean. The Markov chain is fixed by conditioning, as is the initial law."""
+    rng = np.random.default_rng(4)
+    m0 = np.array([[-2.0, 0.5], [1.0, 3.0]])
+    v0 = np.array([[0.5, 1.0], [2.0, 0.25]])
+    a = 1e5
+    prior = BayesianHMMPrior(mean_loc=m0, mean_precision=1e5, var_shape=a,
+                             var_scale=(a - 1) * v0)
+    dt = jnp.zeros(()).dtype
+    model = handlers.condition(bayesian_hmm_model, data={
+        "initial": jnp.asarray([0.4, 0.6], dt),
+        "transition": jnp.asarray([[0.9, 0.1], [0.2, 0.8]], dt)})
+    obs, lengths = pad_sequences([rng.normal(size=(t, 2)) for t in (8, 8, 5)])
+    fit = run_svi(jax.random.key(2), model, obs, lengths, 2, "gaussian",
+                  prior=prior, guide="delta", num_steps=1500, learning_rate=2e-2,
+                  progress_bar=False)
+    med = fit.guide.median(fit.params)
+    assert np.all(np.isfinite(fit.losses))
+    np.testing.assert_allclose(med["emission_mean"], m0, atol=1e-2)
+    np.testing.assert_allclose(med["emission_var"], v0, rtol=1e-2)
+
+
+# ------------------------------------------------------------ grid posterior
+
+_GRID_PI = np.array([0.6, 0.4])
+_GRID_B = np.array([[0.85, 0.15], [0.25, 0.75]])
+_GRID_CONC = np.array([[2.0, 1.5], [1.5, 2.0]])
+
+
+def _grid_problem():
+    rng = np.random.default_rng(11)
+    seqs = [rng.integers(0, 2, size=t) for t in (5, 5, 4, 5, 3)]
+    return seqs, pad_sequences(seqs)
+
+
+def _grid_log_likelihood(p00, p11, x):
+    A = np.array([[p00, 1 - p00], [1 - p11, p11]])
+    return _brute_loglik(_GRID_PI, A, np.log(_GRID_B[:, x].T))
+
+
+def _grid_log_posterior(p00, p11, seqs):
+    """Unnormalised log p(p00, p11 | x): Beta priors plus brute-force likelihood."""
+    lp = stats.beta(*_GRID_CONC[0]).logpdf(p00) + stats.beta(
+        *_GRID_CONC[1][::-1]).logpdf(p11)
+    for s in seqs:
+        emit = np.log(_GRID_B[:, s].T)
+        T = len(s)
+        paths = np.array(list(itertools.product(range(2), repeat=T)))
+        base = np.log(_GRID_PI)[paths[:, 0]] + emit[0, paths[:, 0]]
+        base = base + sum(emit[t, paths[:, t]] for t in range(1, T))
+        n00 = np.sum((paths[:, :-1] == 0) & (paths[:, 1:] == 0), 1)
+        n01 = np.sum((paths[:, :-1] == 0) & (paths[:, 1:] == 1), 1)
+        n11 = np.sum((paths[:, :-1] == 1) & (paths[:, 1:] == 1), 1)
+        n10 = np.sum((paths[:, :-1] == 1) & (paths[:, 1:] == 0), 1)
+        terms = (base + np.multiply.outer(np.log(p00), n00)
+                 + np.multiply.outer(np.log1p(-p00), n01)
+                 + np.multiply.outer(np.log(p11), n11)
+                 + np.multiply.outer(np.log1p(-p11), n10))
+        lp = lp + logsumexp(terms, axis=-1)
+    return lp
+
+
+@pytest.fixture(scope="module")
+def grid_posterior():
+    seqs, (obs, lengths) = _grid_problem()
+    g = (np.arange(400) + 0.5) / 400
+    P00, P11 = np.meshgrid(g, g, indexing="ij")
+    lp = _grid_log_posterior(P00, P11, seqs)
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    out = {}
+    for name, P in (("p00", P00), ("p11", P11)):
+        mean = np.sum(w * P)
+        out[name] = (mean, np.sqrt(np.sum(w * (P - mean) ** 2)))
+    return seqs, obs, lengths, out
+
+
+def _conditioned_model():
+    prior = BayesianHMMPrior(transition_concentration=_GRID_CONC)
+    data = {"initial": jnp.asarray(_GRID_PI, jnp.zeros(()).dtype),
+            "emission_probs": jnp.asarray(_GRID_B, jnp.zeros(()).dtype)}
+    model = handlers.condition(bayesian_hmm_model, data=data)
+    return partial(model, n_states=2, n_symbols=2, prior=prior)
+
+
+def test_posterior_equals_brute_force_grid_posterior(grid_posterior,
+                                                     numpyro_broadcasting):
+    _, obs, lengths, ref = grid_posterior
+    mcmc = run_nuts(jax.random.key(5), _conditioned_model(), obs, lengths,
+                    num_warmup=300, num_samples=2000, num_chains=2,
+                    progress_bar=False)
+    A = np.asarray(mcmc.get_samples(group_by_chain=True)["transition"])
+    # ArviZ: one log likelihood per sequence, named dims
+    idata = to_inference_data(
+        mcmc, coords={"sequence": np.arange(5), "state": [0, 1], "next": [0, 1]},
+        dims={"obs": ["sequence", "time"], "transition": ["state", "next"]})
+    assert idata.log_likelihood["obs"].dims == ("chain", "draw", "sequence")
+    assert idata.posterior["transition"].dims == ("chain", "draw", "state", "next")
+    ll = np.asarray(idata.log_likelihood["obs"])[0, :5]
+    seqs = _grid_problem()[0]
+    for d in range(5):
+        ref_ll = [_grid_log_likelihood(A[0, d, 0, 0], A[0, d, 1, 1], x) for x in seqs]
+        np.testing.assert_allclose(ll[d], ref_ll, rtol=1e-9 if X64 else 1e-5)
+    for name, x in (("p00", A[..., 0, 0]), ("p11", A[..., 1, 1])):
+        mean, sd = ref[name]
+        ess = float(effective_sample_size(x))
+        assert ess > 1000
+        # 4 Monte Carlo standard errors (fixed seed: deterministic)
+        assert abs(x.mean() - mean) < 4 * sd / np.sqrt(ess), (name, x.mean(), mean)
+        assert abs(x.std() / sd - 1) < 4 / np.sqrt(2 * ess), (name, x.std(), sd)
+
+
+# ----------------------------------------------------------------------- SBC
+
+R, N_SEQ, T_SBC, L, THIN, WARMUP = 40, 4, 6, 99, 4, 200
+
+
+def _simulate(rng, pi, A, B, n, T):
+    obs = np.zeros((n, T), np.int32)
+    for b in range(n):
+        q = rng.choice(2, p=pi)
+        for t in range(T):
+            obs[b, t] = rng.choice(2, p=B[q])
+            q = rng.choice(2, p=A[q])
+    return obs
+
+
+def _priors(initial, transition, emission):
+    """R copies of a prior as arrays (a pytree that vmap can batch)."""
+    dt = jnp.zeros(()).dtype
+    fields = BayesianHMMPrior(initial, transition, emission)
+    return BayesianHMMPrior(*(jnp.broadcast_to(jnp.asarray(f, dt),
+                                               (R,) + np.shape(f))
+                              for f in fields))
+
+
+@pytest.fixture(scope="module")
+def vmapped_nuts():
+    """NUTS for R data sets and priors at once: one compiled program.
+
+    numpyro's functional ``hmc`` with the data and the prior as dynamic
+    arguments, vmapped over replications (``MCMC.run`` would recompile for every
+    data set). Each replication: WARMUP adaptation steps, then L * THIN draws
+    thinned by THIN. Returns ``sample(key, obs, priors) -> constrained draws``.
+    """
+    lengths = jnp.full(N_SEQ, T_SBC, jnp.int32)
+    model = partial(bayesian_hmm_model, n_states=2, n_symbols=2)
+    obs0 = jnp.zeros((N_SEQ, T_SBC), jnp.int32)
+    prior0 = jax.tree.map(lambda a: a[0], _priors(1.0, 1.0, 1.0))
+    with jax.numpy_rank_promotion("allow"):
+        info = initialize_model(jax.random.key(0), model,
+                                model_args=(obs0, lengths),
+                                model_kwargs={"prior": prior0}, dynamic_args=True)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn,
+                                     algo="NUTS")
+    shapes = info.param_info.z
+
+    def one(key, x, prior):
+        args, kwargs = (x, lengths), {"prior": prior}
+        k_init, k_run = jax.random.split(key)
+        z0 = {k: jax.random.uniform(jax.random.fold_in(k_init, i), v.shape, v.dtype,
+                                    -1.0, 1.0)
+              for i, (k, v) in enumerate(sorted(shapes.items()))}
+        state = init_kernel(z0, num_warmup=WARMUP, model_args=args,
+                            model_kwargs=kwargs, rng_key=k_run)
+
+        def _step(s, _):
+            s = sample_kernel(s, model_args=args, model_kwargs=kwargs)
+            return s, s.z
+
+        _, zs = lax.scan(_step, state, None, length=WARMUP + L * THIN)
+        zs = jax.tree.map(lambda a: a[WARMUP::THIN], zs)
+        return jax.vmap(info.postprocess_fn(*args, **kwargs))(zs)
+
+    run = jax.jit(jax.vmap(one))
+
+    def sample(key, obs, priors):
+        return run(jax.random.split(key, R), jnp.asarray(obs), priors)
+
+    return sample
+
+
+def _sbc_data(rng, conc_b):
+    truths, data = [], []
+    for _ in range(R):
+        pi = rng.dirichlet(np.ones(2))
+        A = rng.dirichlet(np.ones(2), size=2)
+        B = np.stack([rng.dirichlet(conc_b[i]) for i in range(2)])
+        truths.append([pi[0], A[0, 0], A[1, 1], B[0, 0], B[1, 1]])
+        data.append(_simulate(rng, pi, A, B, N_SEQ, T_SBC))
+    return np.array(truths), np.stack(data)
+
+
+def test_simulation_based_calibration(vmapped_nuts, numpyro_broadcasting):
+    """SBC (Talts et al. 2018) for a 2-state, 2-symbol HMM, 5 scalar parameters.
+
+    R = 40 truths are drawn from the prior and data simulated with NumPy; each
+    replication's posterior is sampled by NUTS (200 warmup, 396 draws thinned by
+    4 to L = 99 nearly independent draws: the rank test assumes independent
+    draws, and the assertion on the ESS checks that thinning achieved it). Ranks
+    (0..L, 100 values) fall in 10 bins; chi-square tests per parameter
+    (Bonferroni) and pooled. The emission prior is asymmetric (state 0 favours
+    symbol 0) so the posterior has one dominant labelling: with exchangeable
+    priors a chain that stays in one of the two symmetric modes is not a sample
+    of the full posterior and SBC would (rightly) flag it.
+    """
+    conc_b = np.array([[4.0, 1.0], [1.0, 4.0]])
+    truths, obs = _sbc_data(np.random.default_rng(20240611), conc_b)
+    post = vmapped_nuts(jax.random.key(1), obs, _priors(1.0, 1.0, conc_b))
+    draws = np.stack([post["initial"][..., 0], post["transition"][..., 0, 0],
+                      post["transition"][..., 1, 1], post["emission_probs"][..., 0, 0],
+                      post["emission_probs"][..., 1, 1]], -1)  # (R, L, 5)
+    assert draws.shape == (R, L, 5)
+    ess = np.array([[float(effective_sample_size(draws[r, None, :, j]))
+                     for j in range(5)] for r in range(R)])
+    assert np.median(ess) > 0.5 * L
+    ranks = np.sum(draws < truths[:, None, :], axis=1)  # (R, 5) in 0..L
+    bins = 10
+    counts = np.stack([np.bincount(ranks[:, j] * bins // (L + 1), minlength=bins)
+                       for j in range(5)])
+    p_each = [stats.chisquare(c).pvalue for c in counts]
+    p_pooled = stats.chisquare(counts.sum(0)).pvalue
+    assert min(p_each) > 0.01 / 5, p_each  # Bonferroni over the 5 parameters
+    assert p_pooled > 0.01, p_pooled
+
+
+def test_concentrated_prior_posterior_recovers_the_prior(vmapped_nuts,
+                                                         numpyro_broadcasting):
+    """Priors of strength 1e5 per row against 24 observations per data set: the
+    conjugate posterior mean lies within ~24/1e5 of the prior mean, and the NUTS
+    mean of 99 draws within ~1e-3 / sqrt(99) of that (40 data sets at once)."""
+    pi0, A0 = np.array([0.3, 0.7]), np.array([[0.8, 0.2], [0.35, 0.65]])
+    B0 = np.array([[0.6, 0.4], [0.1, 0.9]])
+    _, obs = _sbc_data(np.random.default_rng(7), np.ones((2, 2)))
+    post = vmapped_nuts(jax.random.key(2), obs,
+                        _priors(1e5 * pi0, 1e5 * A0, 1e5 * B0))
+    for name, ref in (("initial", pi0), ("transition", A0), ("emission_probs", B0)):
+        mean = np.asarray(post[name]).mean(axis=1)  # (R, ...)
+        np.testing.assert_allclose(mean, np.broadcast_to(ref, mean.shape),
+                                   atol=1e-3)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def _categorical_params(rng, N=3, K=4):
+    pi, A, em = _random_hmm(rng, N, K=K)
+    dt = jnp.zeros(()).dtype
+    return HMMParams(jnp.asarray(np.log(pi), dt), jnp.asarray(np.log(A), dt),
+                     CategoricalEmission(jnp.asarray(np.log(em["emission_probs"]),
+                                                     dt)))
+
+
+def _gaussian_params(rng, N=3, D=2):
+    pi, A, em = _random_hmm(rng, N, D=D)
+    dt = jnp.zeros(()).dtype
+    return HMMParams(jnp.asarray(np.log(pi), dt), jnp.asarray(np.log(A), dt),
+                     GaussianEmission(jnp.asarray(em["emission_mean"], dt),
+                                      jnp.asarray(em["emission_var"], dt)))
+
+
+def _stack(params_list):
+    return jax.tree.map(lambda *a: jnp.stack(a), *params_list)
+
+
+def _sequences(rng, emission, n, lo=2, hi=9):
+    # Every call pads to T_max = 8 (a sequence of length 8 first), so the kernels
+    # compile once per set size across the tests below.
+    lens = [hi - 1] + list(rng.integers(lo, hi, size=n - 1))
+    if emission == "categorical":
+        return [rng.integers(0, 4, size=t) for t in lens]
+    return [rng.normal(size=(t, 2)) for t in lens]
+
+
+def _params(rng, emission):
+    return (_categorical_params(rng) if emission == "categorical"
+            else _gaussian_params(rng))
+
+
+def _psd(K, rel):
+    K = np.asarray(K, np.float64)
+    np.testing.assert_allclose(K, K.T, rtol=rel, atol=rel * np.abs(K).max())
+    assert np.linalg.eigvalsh(K).min() > -rel * np.abs(K).max()
+
+
+_REL = 1e-9 if X64 else 5e-5
+_KW = dict(lam=0.7, gamma=0.5, chunk=2)  # chunk 2 of 3 draws: padded chunks
+
+
+@pytest.mark.parametrize(("emission", "average"),
+                         [("categorical", "features"), ("gaussian", "kernel")])
+def test_posterior_lmmk_with_identical_draws_equals_em_kernel(emission, average,
+                                                              rng):
+    theta = _params(rng, emission)
+    A = _sequences(rng, emission, 6)
+    B = _sequences(rng, emission, 4)
+    draws = _stack([theta] * 3)
+    lmmk = LatentMeanMapKernel(3, emission, lam=0.7, key=jax.random.key(0),
+                               gamma=0.5).fit(None, params=theta)
+    K = posterior_latent_mean_map_gram(draws, A, average=average, **_KW)
+    np.testing.assert_allclose(np.asarray(K), np.asarray(lmmk.gram(A)), rtol=_REL)
+    _psd(K, _REL)
+    KB = posterior_latent_mean_map_gram(draws, A, B, average=average, **_KW)
+    np.testing.assert_allclose(np.asarray(KB), np.asarray(lmmk.gram(A, B)),
+                               rtol=_REL)
+
+
+def _eq31_oracle(draws, seqs, lam, gamma, symbol):
+    """Averaged-embedding LMMK by the double sums over time of eqs. (29)/(31)
+    and (32), from gamma and xi averaged over draws (NumPy, float64)."""
+    padded, lengths = pad_sequences(seqs)
+    posts = [batch_posteriors(jax.tree.map(lambda a, s=s: a[s], draws), padded,
+                              lengths) for s in range(draws.log_initial.shape[0])]
+    g = np.mean([np.asarray(p.gamma, np.float64) for p in posts], 0)
+    xi = np.mean([np.asarray(p.xi, np.float64) for p in posts], 0)
+    N = g.shape[-1]
+    Ln = np.where(np.eye(N) > 0, 1.0, np.exp(-lam))
+    n = len(seqs)
+    K = np.zeros((n, n))
+    for a in range(n):
+        for b in range(n):
+            xa, xb = np.asarray(seqs[a], np.float64), np.asarray(seqs[b], np.float64)
+            ta, tb = len(xa), len(xb)
+            if symbol:
+                k = np.where(xa[:, None] == xb[None, :], 1.0, np.exp(-lam))
+            else:
+                k = np.exp(-gamma * ((xa[:, None] - xb[None]) ** 2).sum(-1))
+            K[a, b] = np.sum(k * (g[a, :ta] @ Ln @ g[b, :tb].T)) / (ta * tb)
+            qa, qb = xi[a] / max(ta - 1, 1), xi[b] / max(tb - 1, 1)
+            K[a, b] += np.sum(qa * (Ln @ qb @ Ln))
+    return K
+
+
+@pytest.mark.parametrize("emission", ["categorical", "gaussian"])
+def test_posterior_lmmk_averages_embeddings_and_kernels(emission, rng):
+    thetas = [_params(rng, emission) for _ in range(3)]
+    draws = _stack(thetas)
+    seqs = _sequences(rng, emission, 6)
+    # features: inner products of the averaged embeddings (independent oracle)
+    K = posterior_latent_mean_map_gram(draws, seqs, relabel=False, **_KW)
+    ref = _eq31_oracle(draws, seqs, 0.7, 0.5, emission == "categorical")
+    np.testing.assert_allclose(np.asarray(K), ref, rtol=_REL)
+    _psd(K, _REL)
+    # kernel: the mean of the per-draw EM-layer kernels
+    Kk = posterior_latent_mean_map_gram(draws, seqs, average="kernel", **_KW)
+    per = [np.asarray(LatentMeanMapKernel(3, emission, lam=0.7, gamma=0.5,
+                                          key=jax.random.key(0))
+                      .fit(None, params=t).gram(seqs)) for t in thetas]
+    np.testing.assert_allclose(np.asarray(Kk), np.mean(per, 0), rtol=_REL)
+    _psd(Kk, _REL)
+    # Jensen: the kernel average adds the embeddings' posterior variance
+    assert np.all(np.diag(np.asarray(Kk)) >= np.diag(np.asarray(K)) * (1 - _REL))
+
+
+def test_lmmk_is_invariant_to_label_switching(rng):
+    theta = _categorical_params(rng)
+    close = [jax.tree.map(lambda a: a, theta)._replace(
+        log_initial=jax.nn.log_softmax(theta.log_initial + 0.05 * s))
+        for s in (1.0, -1.0)]
+    seqs = _sequences(rng, "categorical", 6)
+    perms = np.stack([np.array([2, 0, 1]), np.array([1, 2, 0]), np.array([0, 2, 1])])
+    draws = _stack([theta, *close])
+    switched = hmm_module._permute(draws, perms)
+    for average in ("kernel", "features"):
+        K1 = posterior_latent_mean_map_gram(draws, seqs, average=average, **_KW)
+        K2 = posterior_latent_mean_map_gram(switched, seqs, average=average, **_KW)
+        np.testing.assert_allclose(np.asarray(K2), np.asarray(K1), rtol=_REL)
+    # without relabelling, averaging embeddings over switched labels blurs them
+    K3 = posterior_latent_mean_map_gram(switched, seqs, relabel=False, **_KW)
+    assert not np.allclose(np.asarray(K3), np.asarray(K1), rtol=1e-3)
+
+
+def test_relabel_draws_undoes_random_permutations(rng):
+    base = _gaussian_params(rng)
+    # draws scattered around one HMM, then relabelled at random
+    noisy = [jax.tree.map(lambda a: a + 0.01 * jnp.asarray(
+        rng.normal(size=a.shape), a.dtype), base) for _ in range(20)]
+    noisy = [t._replace(log_initial=jax.nn.log_softmax(t.log_initial),
+                        log_transition=jax.nn.log_softmax(t.log_transition, -1))
+             for t in noisy]
+    draws = _stack(noisy)
+    perms = np.stack([rng.permutation(3) for _ in range(20)])
+    scrambled = hmm_module._permute(draws, perms)
+    aligned, found = relabel_draws(scrambled, base)
+    for leaf_a, leaf_d in zip(jax.tree.leaves(aligned), jax.tree.leaves(draws),
+                              strict=True):
+        np.testing.assert_array_equal(np.asarray(leaf_a), np.asarray(leaf_d))
+    np.testing.assert_array_equal(np.take_along_axis(perms, found, 1),
+                                  np.tile(np.arange(3), (20, 1)))
+    # without a reference: the labelling of the first draw
+    aligned2, _ = relabel_draws(scrambled)
+    first = hmm_module._permute(draws, np.tile(perms[0], (20, 1)))
+    np.testing.assert_array_equal(np.asarray(aligned2.emission.means),
+                                  np.asarray(first.emission.means))
+    # the sample-dict form permutes every state axis, leading axes kept
+    samples = {"initial": np.exp(np.asarray(scrambled.log_initial)).reshape(4, 5, 3),
+               "transition": np.exp(np.asarray(scrambled.log_transition)
+                                    ).reshape(4, 5, 3, 3),
+               "emission_mean": np.asarray(scrambled.emission.means
+                                           ).reshape(4, 5, 3, 2),
+               "emission_var": np.asarray(scrambled.emission.covariances
+                                          ).reshape(4, 5, 3, 2)}
+    out = relabel_samples(samples, base)
+    np.testing.assert_allclose(out["transition"].reshape(20, 3, 3),
+                               np.exp(np.asarray(draws.log_transition)), rtol=1e-6)
+    assert samples["transition"].shape == (4, 5, 3, 3)  # input not mutated
+
+
+def test_posterior_lmmk_does_not_recompile(rng):
+    seqs = _sequences(rng, "categorical", 6)
+    posterior_latent_mean_map_gram(_stack([_categorical_params(rng)] * 3), seqs,
+                                   **_KW)
+    size = hmm_module._posterior_lmmk._cache_size()
+    draws = _stack([_categorical_params(rng) for _ in range(3)])
+    posterior_latent_mean_map_gram(draws, _sequences(rng, "categorical", 6),
+                                   lam=2.0, chunk=2)
+    assert hmm_module._posterior_lmmk._cache_size() == size
+
+
+def test_posterior_gmmk_identical_draws_and_mixture(rng):
+    thetas = [_categorical_params(rng, N=2, K=4) for _ in range(2)]
+    seqs = _sequences(rng, "categorical", 5)
+    padded, lengths = pad_sequences(seqs, n_symbols=4)
+    # one posterior draw repeated: the EM-layer PPK of the adapted HMMs
+    K = posterior_generative_mean_map_gram(_stack([thetas[0]] * 2), seqs, length=6)
+    objs = adapt_hmms(thetas[0], padded, lengths, tau=1.0)
+    logK = hmm_log_kernel_gram(objs, objs, length=6)
+    d = jnp.diagonal(logK)
+    np.testing.assert_allclose(np.asarray(K),
+                               np.asarray(log_kernel_normalize(logK, d, d)),
+                               rtol=_REL)
+    # distinct draws: the kernel between the mixtures P_x = mean_s P(theta_xs)
+    draws = _stack(thetas)
+    raw = posterior_generative_mean_map_gram(draws, seqs, length=6,
+                                             normalize=False)
+    per = [np.exp(np.asarray(hmm_log_kernel_gram(
+        adapt_hmms(a, padded, lengths, tau=1.0),
+        adapt_hmms(b, padded, lengths, tau=1.0), length=6), np.float64))
+        for a in thetas for b in thetas]
+    np.testing.assert_allclose(np.asarray(raw), np.mean(per, 0), rtol=_REL * 10)
+    _psd(raw, _REL * 10)
+    # a second set B (the same sequences, so nothing recompiles): the diagonal
+    # blocks computed apart give the same normalisation
+    full = posterior_generative_mean_map_gram(draws, seqs, length=6)
+    cross = posterior_generative_mean_map_gram(draws, seqs, seqs, length=6)
+    np.testing.assert_allclose(np.asarray(cross), np.asarray(full), rtol=_REL * 10)
+
+
+# -------------------------------------------------------------- bad input
+
+
+def _nuts(obs, lengths, n_states=2, **kw):
+    return run_nuts(jax.random.key(0), bayesian_hmm_model, obs, lengths, n_states,
+                    num_warmup=1, num_samples=1, num_chains=1, progress_bar=False,
+                    **kw)
+
+
+def test_bad_data_is_refused_before_sampling(numpyro_broadcasting):
+    obs, lengths = pad_sequences([np.array([0, 1, 2]), np.array([1, 0])])
+    x = np.random.default_rng(0).normal(size=(2, 4, 2))
+    bad_x = x.copy()
+    bad_x[1, 2, 0] = np.nan
+    cases = [
+        (dict(obs=bad_x, lengths=np.array([4, 3]), emission="gaussian"), "NaN"),
+        (dict(obs=np.asarray(obs)[0], lengths=lengths), r"\(B, T_max\)"),
+        (dict(obs=x, lengths=np.array([4, 3])), r"\(B, T_max\)"),
+        (dict(obs=obs, lengths=np.array([3, 2, 1])), "lengths must have shape"),
+        (dict(obs=obs, lengths=np.array([3, 4])), r"lengths must lie in \[1, 3\]"),
+        (dict(obs=np.zeros((0, 3), np.int32), lengths=np.zeros(0, np.int32)),
+         "no sequences"),
+        (dict(obs=np.zeros((2, 0), np.int32), lengths=np.zeros(2, np.int32)),
+         "T_max >= 1"),
+        (dict(obs=obs, lengths=lengths, n_states=0), "n_states must be >= 1"),
+        (dict(obs=obs, lengths=lengths, n_symbols=2), "outside the alphabet"),
+        (dict(obs=-np.asarray(obs), lengths=lengths), "negative symbol"),
+        (dict(obs=np.asarray(obs, np.float64) + 0.5, lengths=lengths),
+         "integer symbols"),
+        (dict(obs=obs, lengths=lengths, emission="poisson"), "emission must be"),
+        (dict(obs=obs, lengths=lengths,
+              prior=BayesianHMMPrior(transition_concentration=-1.0)), "> 0"),
+        (dict(obs=obs, lengths=lengths,
+              prior=BayesianHMMPrior(emission_concentration=np.ones((2, 5)))),
+         "broadcast"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            _nuts(**kw)
+    with pytest.raises(TypeError, match="n_states"):
+        check_hmm_data(obs, lengths, 2.5)
+
+
+def test_bad_kernel_input_is_refused(rng):
+    draws = _stack([_categorical_params(rng) for _ in range(2)])
+    seqs = [np.array([0, 1, 2]), np.array([3, 3])]
+    with pytest.raises(ValueError, match="empty"):
+        posterior_latent_mean_map_gram(draws, [])
+    with pytest.raises(ValueError, match="outside the alphabet"):
+        posterior_latent_mean_map_gram(draws, [np.array([0, 7])])
+    with pytest.raises(ValueError, match="NaN"):
+        posterior_latent_mean_map_gram(draws, [np.array([0.0, np.nan])])
+    with pytest.raises(ValueError, match="needs"):
+        posterior_latent_mean_map_gram(draws, [rng.normal(size=(4, 2))])
+    with pytest.raises(ValueError, match="leading draw axis"):
+        posterior_latent_mean_map_gram(jax.tree.map(lambda a: a[0], draws), seqs)
+    with pytest.raises(ValueError, match="leading draw axis"):
+        posterior_latent_mean_map_gram(jax.tree.map(lambda a: a[:0], draws), seqs)
+    with pytest.raises(ValueError, match="average"):
+        posterior_latent_mean_map_gram(draws, seqs, average="mean")
+    with pytest.raises(ValueError, match="lam"):
+        posterior_latent_mean_map_gram(draws, seqs, lam=-1.0)
+    with pytest.raises(ValueError, match="tau"):
+        posterior_generative_mean_map_gram(draws, seqs, tau=0.0)
+    nan_draws = draws._replace(log_initial=draws.log_initial.at[0, 0].set(jnp.nan))
+    with pytest.raises(ValueError, match="NaN"):
+        posterior_latent_mean_map_gram(nan_draws, seqs)
+
+
+def test_observed_site_samples_padded_sequences():
+    obs, lengths = pad_sequences([np.array([0, 1, 1, 0]), np.array([1, 1])])
+    values = {"initial": jnp.array([0.5, 0.5]),
+              "transition": jnp.array([[0.9, 0.1], [0.2, 0.8]]),
+              "emission_probs": jnp.array([[1.0, 0.0], [0.0, 1.0]])}
+    model = handlers.substitute(partial(bayesian_hmm_model, n_states=2,
+                                        n_symbols=2), values)
+    fn = handlers.trace(model).get_trace(obs, lengths)["obs"]["fn"]
+    draw = np.asarray(fn.sample(jax.random.key(1), (400,)))
+    assert draw.shape == (400, 2, 4)
+    assert np.all(draw[:, 1, 2:] == 0) and set(np.unique(draw)) <= {0, 1}
+    # emissions are the identity: the symbols are the states, a Markov chain
+    x = draw[:, 0]
+    stay0 = np.mean(x[:, 1:][x[:, :-1] == 0] == 0)
+    assert abs(stay0 - 0.9) < 4 * np.sqrt(0.09 / np.sum(x[:, :-1] == 0))
