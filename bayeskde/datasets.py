@@ -10,6 +10,10 @@ The paper used the USPS 16x16 digits; the loaders use the 8x8 digits bundled wit
 scikit-learn (:func:`sklearn.datasets.load_digits`, no download), so "top half"
 means the first 4 of 8 pixel rows rather than the first 8 of 16.
 
+* :func:`make_sshape`: the S-shape inverse problem of the Twin GP paper.
+* :func:`make_arm_pose`: a planar three-link arm, joint angles from noisy marker
+  positions, a pose-like multi-output inverse problem with two exact inverses.
+
 Randomness comes only from an explicit ``jax.random`` key, the first positional
 argument: the same key gives the same data.
 """
@@ -34,6 +38,12 @@ __all__ = [
     "SShape",
     "SSHAPE_NOISE",
     "make_sshape",
+    "ARM_LINK_LENGTHS",
+    "ARM_JOINT_LIMITS",
+    "ArmPose",
+    "arm_forward",
+    "arm_mirror_pose",
+    "make_arm_pose",
 ]
 
 STRING_ALPHABET = "abcd"
@@ -101,6 +111,14 @@ def _check_n_samples(n_samples) -> int:
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
     return int(n_samples)
+
+
+def _check_size(value, name) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
 
 
 def _check_key(key):
@@ -326,3 +344,135 @@ def make_sshape(key: jax.Array, n_train: int = 500) -> SShape:
     x = t + 0.3 * np.sin(2 * np.pi * t) + SSHAPE_NOISE * noise
     t_test = np.arange(500) * 0.002
     return SShape(x, t, t_test + 0.3 * np.sin(2 * np.pi * t_test), t_test)
+
+
+ARM_LINK_LENGTHS = (1.0, 0.8, 0.6)
+"""Link lengths of the planar arm of :func:`make_arm_pose` (shoulder first)."""
+
+ARM_JOINT_LIMITS = ((-np.pi / 2, np.pi / 2), (-2.0, 2.0), (-2.5, 2.5))
+"""Uniform sampling ranges (radians) of the three joint angles."""
+
+
+class ArmPose(NamedTuple):
+    """A planar three-link arm: predict the joint angles from noisy markers.
+
+    Attributes:
+        x_train: ``(n_train, 4)`` observed markers [elbow_x, elbow_y, tip_x,
+            tip_y]: :func:`arm_forward` of ``theta_train`` plus noise.
+        theta_train: ``(n_train, 3)`` joint angles (radians, relative angles).
+        x_test: ``(n_test, 4)`` observed test markers (noisy, like the training).
+        theta_test: ``(n_test, 3)`` true test angles.
+        x_test_clean: ``(n_test, 4)`` noise-free test markers.
+        link_lengths: ``(3,)`` link lengths.
+        noise: standard deviation of the Gaussian marker noise.
+    """
+
+    x_train: np.ndarray
+    theta_train: np.ndarray
+    x_test: np.ndarray
+    theta_test: np.ndarray
+    x_test_clean: np.ndarray
+    link_lengths: np.ndarray
+    noise: float
+
+
+def arm_forward(theta, link_lengths=ARM_LINK_LENGTHS) -> np.ndarray:
+    """Forward map of the planar arm: joint angles to elbow and tip positions.
+
+    The shoulder sits at the origin; joint angles are relative, so link i points
+    along phi_i = theta_1 + ... + theta_i, u(a) = (cos a, sin a). The markers are
+    the elbow (end of link 1, l_1 u(phi_1)) and the tip (l_1 u(phi_1) + l_2
+    u(phi_2) + l_3 u(phi_3)); the wrist (end of link 2) is not observed, so the
+    map is two-to-one (:func:`arm_mirror_pose`). Works on NumPy or JAX arrays of
+    shape ``(..., 3)``.
+
+    Returns:
+        ``(..., 4)`` markers [elbow_x, elbow_y, tip_x, tip_y].
+    """
+    xp = np if isinstance(theta, np.ndarray | list | tuple) else jnp
+    theta = xp.asarray(theta)
+    lengths = xp.asarray(link_lengths, dtype=theta.dtype)
+    phi = xp.cumsum(theta, axis=-1)
+    px = xp.cumsum(lengths * xp.cos(phi), axis=-1)
+    py = xp.cumsum(lengths * xp.sin(phi), axis=-1)
+    return xp.stack([px[..., 0], py[..., 0], px[..., 2], py[..., 2]], axis=-1)
+
+
+def arm_mirror_pose(theta, link_lengths=ARM_LINK_LENGTHS) -> np.ndarray:
+    """The other exact inverse: the pose with the same elbow and tip positions.
+
+    With the elbow (end of link 1) fixed, links 2 and 3 form a two-link arm
+    reaching the tip; its middle joint (the wrist) can be reflected across the
+    line from the elbow to the tip. The reflection keeps theta_1, sets
+    theta_3' = -theta_3 and turns link 2 by twice its angle to that line:
+    theta_2' = theta_2 + 2 atan2(l_3 sin theta_3, l_2 + l_3 cos theta_3),
+    wrapped to (-pi, pi]. Both poses give the same markers; the mirror may lie
+    outside :data:`ARM_JOINT_LIMITS`. NumPy in, NumPy out, shape ``(..., 3)``.
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    l2, l3 = float(link_lengths[1]), float(link_lengths[2])
+    t1, t2, t3 = theta[..., 0], theta[..., 1], theta[..., 2]
+    t2m = t2 + 2.0 * np.arctan2(l3 * np.sin(t3), l2 + l3 * np.cos(t3))
+    t2m = (t2m + np.pi) % (2 * np.pi) - np.pi
+    return np.stack([t1, t2m, -t3], axis=-1)
+
+
+def make_arm_pose(
+    key: jax.Array, n_train: int = 1000, n_test: int = 500, noise: float = 0.02
+) -> ArmPose:
+    """Generate the planar-arm pose problem: joint angles from noisy markers.
+
+    Joint angles theta ~ U(:data:`ARM_JOINT_LIMITS`) independently for training
+    and test poses; markers x = :func:`arm_forward`(theta) + N(0, noise^2 I_4)
+    with :data:`ARM_LINK_LENGTHS`. The inverse map x -> theta is two-valued (the
+    wrist reflects across the elbow-tip line, :func:`arm_mirror_pose`), and both
+    branches occur in the data because theta_3 takes both signs, so a method that
+    averages the branches predicts poses that explain the markers badly. Judge a
+    prediction by its angle error and by how well :func:`arm_forward` of it
+    reproduces the observed markers. Arrays are float64 NumPy arrays; the same
+    key gives the same data.
+
+    Args:
+        key: ``jax.random`` key.
+        n_train: training poses, >= 1.
+        n_test: test poses, >= 1.
+        noise: marker noise standard deviation, >= 0.
+
+    Returns:
+        :class:`ArmPose`.
+
+    Raises:
+        TypeError: for a non-key ``key`` or non-integer sizes.
+        ValueError: for sizes < 1 or a negative or non-finite ``noise``.
+
+    Examples:
+        >>> d = make_arm_pose(jax.random.key(0), 20, 5)
+        >>> d.x_train.shape, d.theta_train.shape, d.x_test_clean.shape
+        ((20, 4), (20, 3), (5, 4))
+    """
+    key = _check_key(key)
+    n_train = _check_size(n_train, "n_train")
+    n_test = _check_size(n_test, "n_test")
+    if isinstance(noise, bool) or not isinstance(noise, int | float | np.floating):
+        raise TypeError(f"noise must be a real number, got {noise!r}")
+    noise = float(noise)
+    if not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise must be finite and >= 0, got {noise}")
+    lo = np.array([a for a, _ in ARM_JOINT_LIMITS])
+    hi = np.array([b for _, b in ARM_JOINT_LIMITS])
+    k_tr, k_te, k_e1, k_e2 = jax.random.split(key, 4)
+
+    def draw(k, n):
+        u = np.asarray(jax.random.uniform(k, (n, 3)), dtype=np.float64)
+        return lo + (hi - lo) * u
+
+    theta_tr, theta_te = draw(k_tr, n_train), draw(k_te, n_test)
+    lengths = np.asarray(ARM_LINK_LENGTHS, dtype=np.float64)
+    clean_tr = arm_forward(theta_tr, lengths)
+    clean_te = arm_forward(theta_te, lengths)
+    e_tr = np.asarray(jax.random.normal(k_e1, (n_train, 4)), dtype=np.float64)
+    e_te = np.asarray(jax.random.normal(k_e2, (n_test, 4)), dtype=np.float64)
+    return ArmPose(
+        clean_tr + noise * e_tr, theta_tr, clean_te + noise * e_te, theta_te,
+        clean_te, lengths, noise,
+    )

@@ -1,10 +1,18 @@
-"""Tests of bayeskde.datasets.make_sshape, the Twin GP S-shape data."""
+"""Tests of the Twin GP data: make_sshape (S-shape) and make_arm_pose (planar arm)."""
 
 import jax
 import numpy as np
 import pytest
 
-from bayeskde.datasets import SSHAPE_NOISE, make_sshape
+from bayeskde.datasets import (
+    ARM_JOINT_LIMITS,
+    ARM_LINK_LENGTHS,
+    SSHAPE_NOISE,
+    arm_forward,
+    arm_mirror_pose,
+    make_arm_pose,
+    make_sshape,
+)
 
 N_MC = 20000
 
@@ -83,3 +91,72 @@ def test_bad_n_train_type(key, bad):
 def test_bad_key():
     with pytest.raises(TypeError, match="key"):
         make_sshape(0, 10)
+
+
+# ------------------------------------------------------------------- planar arm
+
+
+def test_arm_pose_shapes_ranges_and_determinism(key):
+    d = make_arm_pose(key, 30, 7)
+    assert d.x_train.shape == (30, 4) and d.theta_train.shape == (30, 3)
+    assert d.x_test.shape == d.x_test_clean.shape == (7, 4)
+    assert d.theta_test.shape == (7, 3)
+    for a in (d.x_train, d.theta_train, d.x_test, d.theta_test, d.x_test_clean):
+        assert a.dtype == np.float64
+    for j, (lo, hi) in enumerate(ARM_JOINT_LIMITS):
+        assert np.all((d.theta_train[:, j] >= lo) & (d.theta_train[:, j] <= hi))
+    e = make_arm_pose(key, 30, 7)
+    for u, v in zip(d[:5], e[:5], strict=True):
+        np.testing.assert_array_equal(u, v)
+    assert not np.array_equal(make_arm_pose(jax.random.key(1), 30, 7).x_train,
+                              d.x_train)
+
+
+def test_arm_forward_against_explicit_geometry(rng):
+    th = rng.uniform(-2, 2, size=(6, 3))
+    l1, l2, l3 = ARM_LINK_LENGTHS
+    for t, x in zip(th, arm_forward(th), strict=True):
+        a1, a2, a3 = t[0], t[0] + t[1], t[0] + t[1] + t[2]
+        elbow = l1 * np.array([np.cos(a1), np.sin(a1)])
+        tip = elbow + l2 * np.array([np.cos(a2), np.sin(a2)]) + l3 * np.array(
+            [np.cos(a3), np.sin(a3)])
+        np.testing.assert_allclose(x, np.r_[elbow, tip], rtol=0, atol=1e-12)
+
+
+def test_arm_mirror_pose_is_another_exact_inverse(rng):
+    th = rng.uniform(-1.5, 1.5, size=(50, 3))
+    m = arm_mirror_pose(th)
+    np.testing.assert_allclose(arm_forward(m), arm_forward(th), rtol=0, atol=1e-12)
+    moved = np.abs(th[:, 2]) > 0.1
+    assert np.all(np.abs(m[moved] - th[moved]).max(1) > 0.1)  # a different pose
+    np.testing.assert_allclose(arm_mirror_pose(m), th, atol=1e-12)  # involution
+
+
+def test_arm_noise_level_and_both_branches():
+    d = make_arm_pose(jax.random.key(3), 4000, 4000, noise=0.05)
+    r = (d.x_test - d.x_test_clean).ravel()
+    # sd 0.05 within 4 standard errors (se of the sd ~ sd / sqrt(2n)).
+    assert abs(r.std(ddof=1) - 0.05) < 4 * 0.05 / np.sqrt(2 * r.size)
+    clean = arm_forward(d.theta_train)
+    s = (d.x_train - clean).ravel()
+    assert abs(s.std(ddof=1) - 0.05) < 4 * 0.05 / np.sqrt(2 * s.size)
+    # Both wrist branches occur: theta_3 takes both signs in about equal shares.
+    share = np.mean(d.theta_train[:, 2] > 0)
+    assert abs(share - 0.5) < 4 * np.sqrt(0.25 / 4000)
+    assert make_arm_pose(jax.random.key(3), 5, 5, noise=0.0).x_test.tolist() == (
+        arm_forward(make_arm_pose(jax.random.key(3), 5, 5).theta_test).tolist())
+
+
+def test_arm_pose_bad_input(key):
+    with pytest.raises(ValueError, match="n_train"):
+        make_arm_pose(key, 0)
+    with pytest.raises(ValueError, match="n_test"):
+        make_arm_pose(key, 5, -1)
+    with pytest.raises(ValueError, match="noise"):
+        make_arm_pose(key, 5, 5, noise=-0.1)
+    with pytest.raises(ValueError, match="noise"):
+        make_arm_pose(key, 5, 5, noise=float("nan"))
+    with pytest.raises(TypeError, match="key"):
+        make_arm_pose(0, 5)
+    with pytest.raises(TypeError, match="integer|n_train"):
+        make_arm_pose(key, 2.5)

@@ -23,6 +23,7 @@ from bayeskde.tgp import (
     tgp_kl_energy,
     tgp_kl_state,
     tgp_minimize,
+    truncated_whitening,
     weighted_knn_predict,
 )
 from tests.conftest import X64
@@ -238,3 +239,105 @@ def test_bad_input(problem):
         tgp.predict(np.full((2, 2), np.nan))
     with pytest.raises(ValueError, match="n_neighbors"):
         weighted_knn_predict(X, Y, X, n_neighbors=100)
+
+
+def test_truncated_whitening_error_within_bound(problem, rng):
+    # Dropped eigenvectors change k_y^T (G + ridge I)^-1 k_y by at most
+    # rtol k(y, y) (k(y, y) = 1 for the RBF), checked against the exact solve at
+    # training outputs and at random points, for a threshold that drops most of
+    # the spectrum.
+    _, Y, _, _, gy, ridge = problem
+    G = _rbf(Y, Y, gy)
+    exact_inv = np.linalg.inv(G + ridge * np.eye(len(Y)))
+    for rtol in (1e-2, 1e-4):
+        w = truncated_whitening(G, ridge, rtol)
+        assert 0 < w.rank < len(Y)
+        W = np.asarray(w.whiten, np.float64)
+        ys = np.vstack([Y[:5], rng.uniform(-1, 1, size=(20, 2))])
+        k = _rbf(Y, ys, gy)
+        exact = np.einsum("na,nm,ma->a", k, exact_inv, k)
+        approx = ((W.T @ k) ** 2).sum(0)
+        slack = 0 if X64 else 1e-3
+        assert np.all(exact - approx >= -1e-9 - slack)  # dropping only removes mass
+        assert np.all(exact - approx <= rtol + slack)
+    full = truncated_whitening(G, ridge, 0.0)
+    assert full.rank == len(Y)
+
+
+def test_default_truncation_keeps_predictions(problem, rng):
+    X, Y, _, gx, gy, ridge = problem
+    Z = rng.uniform(-0.8, 0.8, size=(6, 2))
+    a = TwinGP(gamma_x=gx, gamma_y=gy, ridge=ridge).fit(X, Y)
+    b = TwinGP(gamma_x=gx, gamma_y=gy, ridge=ridge, whiten_rtol=0.0).fit(X, Y)
+    assert b.whiten_rank_ == len(X) and a.whiten_rank_ <= len(X)
+    np.testing.assert_allclose(a.predict(Z), b.predict(Z), atol=1e-6 if X64 else 2e-3)
+
+
+def test_forward_and_reverse_gradients_agree(problem, rng):
+    # The minimiser uses forward mode for small outputs; both are exact.
+    from bayeskde.tgp import _value_and_grad
+
+    X, Y, x, gx, gy, ridge = problem
+    state = _kl_state(X, Y, x, gx, gy, ridge)
+    out = OutputKernel(jnp.asarray(gy))
+
+    def fun(y):
+        return tgp_kl_energy(y, state, out)
+
+    y = jnp.asarray(rng.uniform(-0.5, 0.5, size=2))
+    f_fwd, g_fwd = jax.jit(_value_and_grad(fun, 2))(y)
+    f_rev, g_rev = jax.jit(jax.value_and_grad(fun))(y)
+    np.testing.assert_allclose(f_fwd, f_rev, rtol=RTOL)
+    np.testing.assert_allclose(g_fwd, g_rev, rtol=RTOL, atol=RTOL)
+
+
+@pytest.mark.parametrize("criterion", ["kl", "hsic"])
+def test_transformed_gradient_matches_central_differences(problem, rng, criterion):
+    # The energies through a learned (Gegenbauer, degree 3) output transform.
+    X, Y, x, gx, gy, ridge = problem
+    tgp = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=ridge,
+                 transform=PolynomialKernelTransform(
+                     "gegenbauer", degree_x=2, degree_y=3,
+                     gegenbauer_lambda=(0.51, 0.52))).fit(X, Y)
+    m = tgp.model_
+    kx, kxx = tgp._input_kernels(jnp.asarray(x[None]))
+    if criterion == "kl":
+        state = tgp_kl_state(m.chol_in, m.whiten, m.Y, kx[0], kxx[0], m.ridge)
+        fn = tgp_kl_energy
+    else:
+        state = tgp_hsic_state(m.K_in, m.Y, kx[0], kxx[0])
+        fn = tgp_hsic_energy
+
+    @jax.jit
+    def energy(y):
+        return fn(y, state, m.out, "gegenbauer", 0.52)
+
+    y = rng.uniform(-0.5, 0.5, size=2)
+    grad = jax.grad(energy)(jnp.asarray(y, m.Y.dtype))
+    h = 1e-5 if X64 else 1e-2
+    fd = [(float(energy(jnp.asarray(y + h * e, m.Y.dtype)))
+           - float(energy(jnp.asarray(y - h * e, m.Y.dtype)))) / (2 * h)
+          for e in np.eye(2)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-5 if X64 else 5e-2,
+                               atol=1e-7 if X64 else 5e-3)
+
+
+def test_more_bad_input(problem):
+    X, Y, _, _, _, _ = problem
+    with pytest.raises(ValueError, match="degree_x"):
+        TwinGP(transform=PolynomialKernelTransform(degree_x=0)).fit(X, Y)
+    with pytest.raises(ValueError, match="-1/2"):
+        TwinGP(transform=PolynomialKernelTransform(
+            "gegenbauer", gegenbauer_lambda=-0.5)).fit(X, Y)
+    with pytest.raises(ValueError, match="same number"):
+        TwinGP().fit(X, Y[:-3])  # output rows do not match the inputs
+    with pytest.raises(ValueError, match="Y must be 1- or 2-dimensional"):
+        TwinGP().fit(X, Y[:, :, None])
+    with pytest.raises(ValueError, match="NaN"):
+        TwinGP().fit(X, np.where(Y > 0.5, np.nan, Y))
+    with pytest.raises(ValueError, match="n_neighbors"):
+        TwinGP("hsic", n_neighbors=len(X) + 1).fit(X, Y)
+    with pytest.raises(ValueError, match="rtol"):
+        truncated_whitening(np.eye(3), 1e-3, -1.0)
+    with pytest.raises(ValueError, match="square"):
+        truncated_whitening(np.ones((3, 2)), 1e-3)
