@@ -1,13 +1,53 @@
 """NumPyro model functions whose posteriors drive kernel learning."""
 
+from .hmm import BayesianHMMPrior as BayesianHMMPrior
+from .hmm import HMMSequences as HMMSequences
+from .hmm import bayesian_hmm_model as bayesian_hmm_model
+from .hmm import check_hmm_data as check_hmm_data
+from .hmm import hmm_draws as hmm_draws
+from .hmm import hmm_sequence_log_likelihoods as hmm_sequence_log_likelihoods
+from .hmm import (
+    posterior_generative_mean_map_gram as posterior_generative_mean_map_gram,
+)
+from .hmm import posterior_latent_mean_map_gram as posterior_latent_mean_map_gram
+from .hmm import relabel_draws as relabel_draws
+from .hmm import relabel_samples as relabel_samples
+from .kde import LIKELIHOODS as LIKELIHOODS
+from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
 from .kde import BayesianKDEPrior as BayesianKDEPrior
+from .kde import KDESpectra as KDESpectra
+from .kde import bayesian_kde_grid_model as bayesian_kde_grid_model
 from .kde import bayesian_kde_model as bayesian_kde_model
 from .kde import kde_bma_features as kde_bma_features
+from .kde import kde_grid_bma_features as kde_grid_bma_features
+from .kde import kde_grid_log_joint as kde_grid_log_joint
+from .kde import kde_grid_loglik as kde_grid_loglik
+from .kde import kde_spectra as kde_spectra
+from .kde import n_components_for_variance as n_components_for_variance
 from .kde import scale_free_gp_logpdf as scale_free_gp_logpdf
 
 __all__ = [
+    "BayesianHMMPrior",
+    "HMMSequences",
+    "check_hmm_data",
+    "hmm_sequence_log_likelihoods",
+    "bayesian_hmm_model",
+    "hmm_draws",
+    "relabel_draws",
+    "relabel_samples",
+    "posterior_latent_mean_map_gram",
+    "posterior_generative_mean_map_gram",
     "BayesianKDEPrior",
     "bayesian_kde_model",
     "kde_bma_features",
     "scale_free_gp_logpdf",
+    "BayesianKDEGridPrior",
+    "KDESpectra",
+    "LIKELIHOODS",
+    "bayesian_kde_grid_model",
+    "kde_grid_bma_features",
+    "kde_grid_log_joint",
+    "kde_grid_loglik",
+    "kde_spectra",
+    "n_components_for_variance",
 ]

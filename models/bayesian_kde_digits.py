@@ -1,0 +1,380 @@
+"""Bayesian KDE against the paper's 5-fold CV: digits halves (and strings).
+
+Weston et al. (2002), section 4, choose the input RBF width sigma from
+{1e-3, ..., 1e3} (times the median distance here, see ``models/_common.py``) and the
+ridge gamma from {1e-4, ..., 1e1} by five-fold cross-validation. This recipe puts a
+posterior on the same choice instead (:func:`bayeskde.models.bayesian_kde_grid_model`):
+the width is summed out exactly over the paper's grid (one eigendecomposition per
+width), the ridge is continuous (log-normal prior) and sampled by NUTS. Three
+likelihoods are compared (module docstring of :mod:`bayeskde.models.kde`):
+
+* ``scale_free_all``: every non-zero output KPCA component, each with its own
+  amplitude (one equal vote per component);
+* ``scale_free_top``: the same on the leading components holding
+  ``--variance-fraction`` (95%) of the output variance;
+* ``shared_all``: one amplitude for all components (multi-output GP / Wishart
+  evidence of the centred output Gram: components weighted by their eigenvalue).
+
+Each gives a Bayesian-model-averaged predictor (average over the draws of
+(width, ridge), Rao-Blackwellised over the width) and a MAP (argmax of the exact
+log joint on a fine log-ridge grid x the width grid). Predictions use all output
+components and pre-images from the training outputs, exactly as the CV path, so
+only the selection differs. Protocol of ``models/digits_reconstruction.py``: 1000
+digits, 5 stratified folds, train on one (m = 200), test on the other four; output
+RBF width by alignment with k-means clusters; RBF loss 2 - 2 L(y, y_hat).
+
+``--strings`` adds the string-to-string task of section 4.1 (200 pairs, 4 outer
+folds, string kernel with the RBF map on the input side, string loss).
+
+Run ``python models/bayesian_kde_digits.py [--quick] [--strings] --out DIR``;
+writes ``DIR/bayesian_kde_digits.json``, one ``.nc`` per task and likelihood
+(first fold), and ``DIR/bayesian_kde_digits.png`` (posterior over the width grid
+and the ridge, first fold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+# models/ is a folder of scripts, not a package: run them from anywhere.
+from _common import (
+    Timer,
+    enable_x64,
+    fmt,
+    mean_se,
+    print_table,
+    select_and_predict_kde,
+    summarise,
+    write_json,
+)
+
+NAME = "bayesian_kde_digits"
+VARIANTS = {  # name: (likelihood, components used by the likelihood)
+    "scale_free_all": ("scale_free", "all"),
+    "scale_free_top": ("scale_free", "top"),
+    "shared_all": ("shared", "all"),
+}
+LOG_RIDGE_GRID = np.linspace(np.log(1e-8), np.log(1e3), 441)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--out", type=Path, default=Path("results") / NAME,
+                   help=f"output folder (default results/{NAME})")
+    p.add_argument("--quick", action="store_true",
+                   help="one outer fold, fewer draws (smoke run)")
+    p.add_argument("--num-samples", type=int, default=1000,
+                   help="NUTS draws per chain (default 1000)")
+    p.add_argument("--num-warmup", type=int, default=500)
+    p.add_argument("--num-chains", type=int, default=2)
+    p.add_argument("--variance-fraction", type=float, default=0.95,
+                   help="output variance kept by the 'scale_free_top' likelihood")
+    p.add_argument("--strings", action="store_true",
+                   help="also run the string-to-string task (section 4.1)")
+    p.add_argument("--no-digits", action="store_true",
+                   help="skip the digits task (with --strings: strings only)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.num_samples = min(args.num_samples, 300)
+        args.num_warmup = min(args.num_warmup, 200)
+    if not 0.0 < args.variance_fraction <= 1.0:
+        raise SystemExit("--variance-fraction must be in (0, 1]")
+    return args
+
+
+def output_coordinates(L_tr):
+    """All output KPCA coordinates with a non-negligible eigenvalue, descending."""
+    from bayeskde.kpca import kernel_pca, kpca_transform
+
+    kp = kernel_pca(L_tr)
+    ev = np.asarray(kp.eigenvalues)
+    keep = int(np.sum(ev > 1e-10 * ev[0]))
+    T = np.asarray(kpca_transform(kp, L_tr))[:, :keep]
+    return T, ev[:keep]
+
+
+def bayes_fold(key, K_grid, sigmas, train, test, L, loss, variant, args):
+    """Posterior over (width, ridge) on ``train``; BMA and MAP pre-images on test."""
+    import jax.numpy as jnp
+
+    from bayeskde.infer import convergence_report, run_nuts, to_inference_data
+    from bayeskde.models import (
+        BayesianKDEGridPrior,
+        bayesian_kde_grid_model,
+        kde_grid_bma_features,
+        kde_grid_log_joint,
+        kde_spectra,
+        n_components_for_variance,
+    )
+
+    likelihood, comps = VARIANTS[variant]
+    prior = BayesianKDEGridPrior()
+    start = time.perf_counter()
+    K_tr = K_grid[:, train][:, :, train]
+    T_all, ev = output_coordinates(L[np.ix_(train, train)])
+    p = T_all.shape[1] if comps == "all" else n_components_for_variance(
+        ev, args.variance_fraction)
+    spectra = kde_spectra(K_tr, T_all[:, :p], sigmas)
+    mcmc = run_nuts(key, bayesian_kde_grid_model, spectra, prior, likelihood,
+                    num_warmup=args.num_warmup, num_samples=args.num_samples,
+                    num_chains=args.num_chains, progress_bar=False)
+    s = mcmc.get_samples()
+    K_te = K_grid[:, test][:, :, train]
+    F = np.asarray(kde_grid_bma_features(spectra, K_te, T_all, s["ridge"],
+                                         s["grid_probs"]))
+    t2 = np.sum(T_all * T_all, axis=1)
+    pred_bma = train[np.argmin(t2[None, :] - 2.0 * F @ T_all.T, axis=1)]
+    time_bma = time.perf_counter() - start
+    # Exact posterior on a fine ridge grid: MAP and the quadrature reference.
+    lj = np.asarray(kde_grid_log_joint(spectra, LOG_RIDGE_GRID, prior, likelihood),
+                    np.float64)
+    gi, ri = np.unravel_index(int(np.argmax(lj)), lj.shape)
+    onehot = np.eye(len(sigmas))[gi][None]
+    F_map = np.asarray(kde_grid_bma_features(
+        spectra, K_te, T_all, jnp.asarray([np.exp(LOG_RIDGE_GRID[ri])]), onehot))
+    pred_map = train[np.argmin(t2[None, :] - 2.0 * F_map @ T_all.T, axis=1)]
+    P = np.exp(lj - lj.max())
+    P /= P.sum()
+    idata = to_inference_data(
+        mcmc, coords={"sigma": np.asarray(sigmas)},
+        dims={k: ["sigma"] for k in ("log_ridge_std", "log_ridge", "ridge",
+                                     "grid_probs")})
+    rep = convergence_report(idata, ["log_ridge_std", "log_ridge_avg"])
+    info = {
+        "likelihood": likelihood, "n_components": int(p),
+        "n_components_available": int(T_all.shape[1]),
+        "grid_posterior_nuts": np.asarray(s["grid_probs"]).mean(0).tolist(),
+        "grid_posterior_exact": P.sum(1).tolist(),
+        "log_ridge_mean_nuts": float(np.mean(s["log_ridge_avg"])),
+        "log_ridge_mean_exact": float(P.sum(0) @ LOG_RIDGE_GRID),
+        "map": {"sigma": float(sigmas[gi]), "ridge": float(np.exp(LOG_RIDGE_GRID[ri]))},
+        "bma_loss": float(np.mean(loss[test, pred_bma])),
+        "map_loss": float(np.mean(loss[test, pred_map])),
+        "time_s": time_bma,
+        "max_rhat": rep.max_rhat, "min_ess_bulk": rep.min_ess_bulk,
+        "divergences": rep.divergences, "warnings": list(rep.messages),
+    }
+    curve = {"ridge_marginal": P.sum(0), "grid": P.sum(1),
+             "ridge_draws": _active_log_ridge(key, s)}
+    return info, idata, curve
+
+
+def _active_log_ridge(key, s):
+    """One draw of (g, log gamma_g) per NUTS draw: g ~ grid_probs."""
+    import jax
+
+    g = np.asarray(jax.random.categorical(key, np.log(s["grid_probs"] + 1e-300)))
+    return np.asarray(s["log_ridge"])[np.arange(g.size), g]
+
+
+def cv_fold(K_grid, sigmas, train, test, L, loss):
+    start = time.perf_counter()
+    pred, info = select_and_predict_kde(K_grid, L, train, test, _ridges(), 5)
+    info = {"sigma": float(sigmas[info["param_index"]]), "ridge": info["ridge"],
+            "loss": float(np.mean(loss[test, pred])),
+            "time_s": time.perf_counter() - start}
+    return info
+
+
+def _ridges():
+    from bayeskde.kde_cv import PAPER_RIDGES
+
+    return PAPER_RIDGES
+
+
+def digits_task(args):
+    """Grams, losses and outer folds of the digits-halves reconstruction."""
+    from digits_classification import train_on_one_fold
+    from digits_reconstruction import N_CLUSTERS, choose_output_sigma
+
+    from bayeskde.datasets import load_digits_halves
+    from bayeskde.kde_cv import PAPER_SIGMAS, input_gram_grid
+    from bayeskde.kernels import make_kernel, median_heuristic
+
+    top, bottom, labels = load_digits_halves()
+    sigma_out, _ = choose_output_sigma(bottom, N_CLUSTERS, args.seed)
+    L = np.asarray(make_kernel("rbf", {"sigma": sigma_out}).gram(bottom))
+    loss = 2.0 - 2.0 * L  # RBF loss, as models/digits_reconstruction.py
+    folds = []
+    for train, test in train_on_one_fold(labels, 5, args.seed):
+        med = median_heuristic(top[train])
+        sigmas = np.asarray(PAPER_SIGMAS) * med
+        K_grid = np.asarray(input_gram_grid(
+            "rbf", [{"sigma": float(s)} for s in sigmas], top))
+        folds.append((K_grid, sigmas, train, test))
+    return {"L": L, "loss": loss, "folds": folds, "loss_name": "RBF loss",
+            "output_sigma": sigma_out}
+
+
+def strings_task(args):
+    """The string-to-string task of section 4.1 (Table 1 protocol)."""
+    import jax
+
+    from bayeskde.datasets import make_string_pairs
+    from bayeskde.kde_cv import PAPER_SIGMAS, kfold_indices, loss_matrix_from_kernel
+    from bayeskde.kernels import kernel_rbf_map, make_kernel, median_heuristic
+
+    pairs = make_string_pairs(jax.random.key(args.seed), n_samples=200)
+    kernel = make_kernel("string", {"r": 3, "lam": 0.01, "mode": "mean"})
+    K0 = np.asarray(kernel.gram(pairs.inputs))
+    L = np.asarray(kernel.gram(pairs.outputs))
+    loss = np.asarray(loss_matrix_from_kernel(L))
+    d0 = np.diagonal(K0).copy()
+    folds = []
+    for train, test in kfold_indices(200, 4):
+        med = median_heuristic(K=K0[np.ix_(train, train)])
+        sigmas = np.asarray(PAPER_SIGMAS) * med
+        K_grid = np.stack([np.asarray(kernel_rbf_map(K0, d0, d0, float(s)))
+                           for s in sigmas])
+        folds.append((K_grid, sigmas, train, test))
+    return {"L": L, "loss": loss, "folds": folds, "loss_name": "string loss"}
+
+
+def run_task(name, task, args, key):
+    import jax
+
+    from bayeskde.infer import save_inference_data
+
+    folds = task["folds"][:1] if args.quick else task["folds"]
+    out = {"cv": [], **{v: [] for v in VARIANTS}}
+    curves = {}
+    for f, (K_grid, sigmas, train, test) in enumerate(folds):
+        out["cv"].append(cv_fold(K_grid, sigmas, train, test, task["L"],
+                                 task["loss"]))
+        line = [f"{name} fold {f}: CV {out['cv'][-1]['loss']:.4f} "
+                f"(sigma {out['cv'][-1]['sigma']:.3g}, ridge "
+                f"{out['cv'][-1]['ridge']:.0e}, {out['cv'][-1]['time_s']:.1f} s)"]
+        for v in VARIANTS:
+            key, sub = jax.random.split(key)
+            info, idata, curve = bayes_fold(sub, K_grid, sigmas, train, test,
+                                            task["L"], task["loss"], v, args)
+            out[v].append(info)
+            if f == 0:
+                save_inference_data(idata, args.out / f"{name}_{v}_fold0.nc")
+                curves[v] = curve
+            line.append(f"{v} BMA {info['bma_loss']:.4f} MAP {info['map_loss']:.4f}"
+                        f" ({info['time_s']:.1f} s)")
+        print("\n  ".join(line), flush=True)
+    res = {"loss_name": task["loss_name"], "n_train": int(folds[0][2].size),
+           "n_test": int(folds[0][3].size), "n_folds": len(folds),
+           "sigma_grid_fold0": folds[0][1].tolist(), "folds": out}
+    res["summary"] = {
+        "cv": {"loss": summarise([i["loss"] for i in out["cv"]]),
+               "time_s": float(np.median([i["time_s"] for i in out["cv"]]))},
+        **{v: {"bma_loss": summarise([i["bma_loss"] for i in out[v]]),
+               "map_loss": summarise([i["map_loss"] for i in out[v]]),
+               "time_s": float(np.median([i["time_s"] for i in out[v]]))}
+           for v in VARIANTS},
+    }
+    return res, curves, folds[0], key
+
+
+def plot(path, results):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(results)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(5.5 * len(tasks), 6.5),
+                             squeeze=False)
+    for c, name in enumerate(tasks):
+        res, curves, (_, sigmas, _, _) = results[name]
+        cv = res["folds"]["cv"][0]
+        ax = axes[0, c]
+        width = 0.8 / len(curves)
+        x = np.arange(len(sigmas))
+        for j, (v, cur) in enumerate(curves.items()):
+            ax.bar(x + (j - 1) * width, cur["grid"], width, label=v)
+        ax.axvline(int(np.argmin(np.abs(sigmas - cv["sigma"]))), color="k", ls="--",
+                   lw=1, label="5-fold CV choice")
+        ax.set_xticks(x, [f"{s:.2g}" for s in sigmas], rotation=45, fontsize=7)
+        ax.set_xlabel("input width sigma (grid)")
+        ax.set_ylabel("posterior probability")
+        ax.set_title(f"{name}: posterior over the width grid (fold 0)", fontsize=9)
+        ax.legend(fontsize=7)
+        ax = axes[1, c]
+        ln10 = np.log(10.0)
+        dx = (LOG_RIDGE_GRID[1] - LOG_RIDGE_GRID[0]) / ln10  # in log10 units
+        for v, cur in curves.items():
+            line, = ax.plot(LOG_RIDGE_GRID / ln10, cur["ridge_marginal"] / dx,
+                            label=f"{v} (exact)")
+            ax.hist(cur["ridge_draws"] / ln10, bins=40, density=True, alpha=0.3,
+                    color=line.get_color())
+        ax.axvline(np.log10(cv["ridge"]), color="k", ls="--", lw=1, label="CV ridge")
+        ax.set_xlabel("log10 ridge gamma")
+        ax.set_ylabel("density of log10 gamma (NUTS: bars, exact: line)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(results) -> None:
+    for name, (res, _, _) in results.items():
+        s = res["summary"]
+        rows = [["5-fold CV (paper protocol)", fmt(*mean_se(s["cv"]["loss"]["folds"])),
+                 "", f"{s['cv']['time_s']:.2f}"]]
+        for v in VARIANTS:
+            rows.append([f"Bayes {v}", fmt(*mean_se(s[v]["bma_loss"]["folds"])),
+                         fmt(*mean_se(s[v]["map_loss"]["folds"])),
+                         f"{s[v]['time_s']:.2f}"])
+        print_table(
+            f"{name}: {res['loss_name']} (m = {res['n_train']} train, "
+            f"{res['n_test']} test, {res['n_folds']} folds); time per fold, median",
+            ["selection", "BMA / CV loss", "MAP loss", "time s"], rows)
+        for f, cv in enumerate(res["folds"]["cv"]):
+            parts = [f"CV sigma {cv['sigma']:.3g} ridge {cv['ridge']:.0e}"]
+            for v in VARIANTS:
+                i = res["folds"][v][f]
+                parts.append(f"{v} MAP sigma {i['map']['sigma']:.3g} ridge "
+                             f"{i['map']['ridge']:.1e} p={i['n_components']}"
+                             f" R-hat {i['max_rhat']:.3f}")
+            print(f"  fold {f}: " + "; ".join(parts))
+
+
+def main(argv=None) -> dict:
+    import jax
+
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    timer = Timer()
+    key = jax.random.key(args.seed)
+    results = {}
+    tasks = ([] if args.no_digits else [("digits", digits_task)]) + (
+        [("strings", strings_task)] if args.strings else [])
+    if not tasks:
+        raise SystemExit("nothing to run: --no-digits needs --strings")
+    for name, make in tasks:
+        task = make(args)
+        res, curves, fold0, key = run_task(name, task, args, key)
+        results[name] = (res, curves, fold0)
+    figure = args.out / f"{NAME}.png"
+    plot(figure, results)
+    report(results)
+    payload = {
+        "experiment": "Bayesian KDE (issue 6, part 1d) vs the 5-fold CV of Weston "
+                      "et al. 2002, section 4",
+        "variants": {v: {"likelihood": a, "components": b}
+                     for v, (a, b) in VARIANTS.items()},
+        "variance_fraction": args.variance_fraction,
+        "prior": {"log_ridge": "N(log 1e-2, 2)", "sigma": "uniform over the grid"},
+        "nuts": {"num_warmup": args.num_warmup, "num_samples": args.num_samples,
+                 "num_chains": args.num_chains},
+        "seed": args.seed, "quick": bool(args.quick),
+        "tasks": {k: v[0] for k, v in results.items()},
+        "figure": str(figure), "runtime_s": timer(),
+    }
+    write_json(args.out / f"{NAME}.json", payload)
+    print(f"wrote {args.out / (NAME + '.json')} ({payload['runtime_s']:.1f} s)")
+    return payload
+
+
+if __name__ == "__main__":
+    enable_x64()  # scripts run in float64; importers keep their own setting
+    main()
