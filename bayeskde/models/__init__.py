@@ -25,8 +25,30 @@ from .kde import kde_grid_loglik as kde_grid_loglik
 from .kde import kde_spectra as kde_spectra
 from .kde import n_components_for_variance as n_components_for_variance
 from .kde import scale_free_gp_logpdf as scale_free_gp_logpdf
+from .kernel_hyper import KernelHyperData as KernelHyperData
+from .kernel_hyper import KernelHyperPrior as KernelHyperPrior
+from .kernel_hyper import default_kernel_hyper_prior as default_kernel_hyper_prior
+from .kernel_hyper import degree_terms as degree_terms
+from .kernel_hyper import kernel_hyper_model as kernel_hyper_model
+from .kernel_hyper import loo_log_likelihood as loo_log_likelihood
+from .kernel_hyper import prepare_kernel_hyper_data as prepare_kernel_hyper_data
+from .tgp import TGPEnergyBatch as TGPEnergyBatch
+from .tgp import batch_energy as batch_energy
+from .tgp import tgp_energy_batch as tgp_energy_batch
+from .tgp import tgp_predictive_model as tgp_predictive_model
 
 __all__ = [
+    "KernelHyperData",
+    "KernelHyperPrior",
+    "default_kernel_hyper_prior",
+    "degree_terms",
+    "kernel_hyper_model",
+    "loo_log_likelihood",
+    "prepare_kernel_hyper_data",
+    "TGPEnergyBatch",
+    "batch_energy",
+    "tgp_energy_batch",
+    "tgp_predictive_model",
     "BayesianHMMPrior",
     "HMMSequences",
     "check_hmm_data",
