@@ -70,28 +70,9 @@ def _median_gamma(v):
     return 1.0 / (2.0 * np.median(d[d > 0]) ** 2)
 
 
-def _wrap(a):
-    return (a + np.pi) % (2 * np.pi) - np.pi
-
-
-def arm_errors(pred, data) -> dict:
-    """Angle error to the true pose and to the nearer exact inverse (degrees),
-    and the marker reconstruction error of the forward map of the prediction."""
-    from bayeskde.datasets import arm_forward, arm_mirror_pose
-
-    pred = np.asarray(pred, np.float64)
-    e_true = np.abs(_wrap(pred - data.theta_test)).mean(1)
-    e_mirror = np.abs(_wrap(pred - arm_mirror_pose(data.theta_test))).mean(1)
-    rec = arm_forward(pred, data.link_lengths) - data.x_test
-    return {
-        "angle_deg": float(np.degrees(e_true.mean())),
-        "nearest_inverse_deg": float(np.degrees(np.minimum(e_true, e_mirror).mean())),
-        "reconstruction": float(np.linalg.norm(rec.reshape(-1, 2, 2), axis=-1).mean()),
-    }
-
-
 def run_arm(args) -> dict:
     import jax
+    from pose_tgp import errors as arm_errors
 
     from bayeskde import infer
     from bayeskde.datasets import make_arm_pose
@@ -131,7 +112,7 @@ def run_arm(args) -> dict:
         fit.map_params, ridge=1e-3).fit(X, Y).predict(Z)
     preds["TGP-KL, model average, TGP ridge 1e-3"] = bma_tgp_predict(
         keys[3], fit, X, Y, Z, n_draws=2 if args.quick else 4, ridge=1e-3)[0]
-    errs = {k: arm_errors(v, data) for k, v in preds.items()}
+    errs = {k: arm_errors(v, data) for k, v in preds.items()}  # pose_tgp's metrics
     print(f"Planar arm: {n_train} training poses, {n_test} test poses; "
           f"hyperparameters learned on {n_hyper}")
     print(f"  {'method':<44}{'angle':>8}{'nearer inv.':>13}{'markers':>9}")
