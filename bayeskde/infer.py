@@ -322,7 +322,7 @@ def psis_log_weights(log_weights, reff: float = 1.0):
     return np.asarray(out), np.asarray(k)
 
 
-def drop_failed_chains(mcmc: MCMC, *, min_accept: float = 0.05):
+def drop_failed_chains(mcmc, *, min_accept: float = 0.05):
     """Split a run's chains into usable and failed ones, keeping the good draws.
 
     A chain fails when any of its draws is not finite or its mean acceptance

@@ -149,7 +149,7 @@ def fit_kernel_hyper(
         dims["y"] = ["sample"]
     idata = infer.to_inference_data(
         mcmc, coords=coords, dims=dims, log_likelihood=log_lik,
-        observed_data={"y": np.asarray(data.Y + data.y_mean)},
+        observed_data={"y": np.asarray(data.Y) + np.asarray(data.y_mean)[None, :]},
     )
     report = infer.convergence_report(
         idata, var_names=[f"log_{k}" for k in _CONTINUOUS]

@@ -143,7 +143,7 @@ def tgp_predictive_model(
 ) -> None:
     """NumPyro model of (P): site ``y`` ``(n_test, d_y)``, uniform on the box
     [lower, upper], with the factor ``energy`` = -sum_j E_j(y_j) / tau."""
-    n_test = batch.a.shape[0]
-    with numpyro.plate("test_point", n_test, dim=-2):
-        y = numpyro.sample("y", dist.Uniform(lower, upper))
+    shape = (batch.a.shape[0], batch.outputs.shape[1])
+    box = dist.Uniform(jnp.broadcast_to(lower, shape), jnp.broadcast_to(upper, shape))
+    y = numpyro.sample("y", box.to_event(2))
     numpyro.factor("energy", -jnp.sum(batch_energy(batch, y)) / temperature)
