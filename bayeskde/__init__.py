@@ -2,6 +2,7 @@
 
 from . import hmm as hmm
 from . import kernels as kernels
+from . import lowrank as lowrank
 from . import meanmap as meanmap
 from .hyperlearn import HyperkernelLearner as HyperkernelLearner
 from .hyperlearn import LearnedKernel as LearnedKernel
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "hmm",
     "kernels",
+    "lowrank",
     "meanmap",
     "KernelDependencyEstimator",
     "KernelDependencyEstimatorCV",

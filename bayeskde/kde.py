@@ -21,6 +21,7 @@ cross-validation lives in :mod:`bayeskde.kde_cv`.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -37,15 +38,30 @@ from ._validation import (
     check_data,
     check_integer,
     check_nonnegative,
+    check_positive,
     check_same_length,
     warn_once,
 )
 from .kernels.registry import make_kernel
 from .kpca import KPCAResult, kernel_pca, kpca_transform
+from .lowrank import (
+    CENTER_METHODS,
+    KRRFit,
+    LowRankKPCA,
+    falkon,
+    krr_predict,
+    lowrank_kpca_transform,
+    nystroem_kpca,
+    nystroem_krr,
+    select_centers,
+)
+from .lowrank.blocked import resolve_vector_kernel
 from .preimage import fixed_point_preimage, linear_preimage, nearest_candidates
 
 __all__ = [
     "KDEFit",
+    "LowRankKDEFit",
+    "SOLVERS",
     "fit_kde",
     "predict_kde_features",
     "ridge_solve",
@@ -55,6 +71,8 @@ __all__ = [
 ]
 
 PREIMAGES = ("candidates", "linear", "fixed_point")
+#: ``solver`` values of :class:`KernelDependencyEstimator`.
+SOLVERS = ("exact", "nystroem", "falkon")
 
 
 class KDEFit(NamedTuple):
@@ -68,6 +86,22 @@ class KDEFit(NamedTuple):
 
     kpca: KPCAResult
     coef: Float[Array, "n_samples n_components"]
+    train_proj: Float[Array, "n_samples n_components"]
+
+
+class LowRankKDEFit(NamedTuple):
+    """A KDE fitted on Nystroem subspaces (``solver="nystroem"`` or ``"falkon"``).
+
+    Attributes:
+        kpca: output kernel PCA by Nystroem
+            (:class:`bayeskde.lowrank.LowRankKPCA`).
+        krr: the ridge fit onto all components (:class:`bayeskde.lowrank.KRRFit`),
+            f(x) = k(x, input centres) @ krr.coef.
+        train_proj: ``(n_samples, n_components)`` training targets.
+    """
+
+    kpca: LowRankKPCA
+    krr: KRRFit
     train_proj: Float[Array, "n_samples n_components"]
 
 
@@ -281,21 +315,44 @@ class KernelDependencyEstimator(_DependencyBase):
             the loss ||Phi(y) - Phi(y')||^2. With ``"precomputed"`` Y is the output
             Gram matrix and ``predict`` returns indices of training outputs.
         n_components: number p of output principal components; ``None`` keeps all
-            with non-zero eigenvalue.
+            with non-zero eigenvalue (at most ``n_centers`` for the low-rank
+            solvers).
         ridge: the paper's ridge gamma (the system solved is K + m gamma I).
         preimage: ``"candidates"`` (closest candidate in the projection space, the
             paper's choice), ``"linear"`` (explicit, for the linear/regression
             output kernel) or ``"fixed_point"`` (RBF output kernel on vectors).
         candidates: the candidate outputs; ``None`` means the training outputs.
         fixed_point_iter: iterations of the fixed-point pre-image.
+        solver: ``"exact"`` (the paper's O(m^3) path), ``"nystroem"`` (output
+            KPCA and ridge regression on Nystroem subspaces, solved directly) or
+            ``"falkon"`` (the same output KPCA; the ridge system by Falkon's
+            preconditioned conjugate gradients, Rudi et al. 2017). The low-rank
+            solvers need vector kernels (``"rbf"``, ``"polynomial"``, ``"linear"``,
+            ``"regression"``) and ``preimage`` ``"candidates"`` or ``"linear"``;
+            see :mod:`bayeskde.lowrank`.
+        n_centers: Nystroem centres M for the input and the output side; ``None``
+            means min(m, ceil(5 sqrt(m))).
+        centers: how centres are chosen: ``"uniform"``, ``"kmeans++"`` or
+            ``"leverage"`` (approximate ridge leverage scores at the fit's ridge).
+        block_size: rows of a kernel block formed at once by the low-rank
+            solvers (``None``: whole m x M matrices).
+        max_iter: most conjugate-gradient iterations of ``"falkon"``.
+        key: ``jax.random`` key for the centre selection (keyword-only);
+            ``None`` means ``jax.random.key(0)``.
 
     Attributes:
         input_kernel_, output_kernel_: resolved kernels with their parameters.
-        fit_: :class:`KDEFit`.
+        fit_: :class:`KDEFit`, or :class:`LowRankKDEFit` for the low-rank solvers.
         n_samples_fit_: number of training pairs.
+        solver_, n_centers_, centers_: the resolved solver, number of centres
+            (``None`` for ``"exact"``) and centre method.
+        input_center_indices_, output_center_indices_: the training rows used as
+            centres (low-rank solvers).
 
     Cost: fit O(m^3) time and O(m^2) memory; predict O(t m (d + p) + t c p) for
-    t test points and c candidates.
+    t test points and c candidates. Low-rank: fit O(m M (d + M + p) + M^3)
+    (``"nystroem"``) or O(s m M (d + p) + M^3) for s CG iterations
+    (``"falkon"``), memory O(M^2 + block_size M + m p); predict O(t M (d + p)).
 
     Examples:
         >>> import numpy as np
@@ -317,6 +374,13 @@ class KernelDependencyEstimator(_DependencyBase):
         preimage="candidates",
         candidates=None,
         fixed_point_iter=100,
+        solver="exact",
+        n_centers=None,
+        centers="uniform",
+        block_size=None,
+        max_iter=100,
+        *,
+        key=None,
     ):
         self.input_kernel = input_kernel
         self.input_kernel_params = input_kernel_params
@@ -327,6 +391,12 @@ class KernelDependencyEstimator(_DependencyBase):
         self.preimage = preimage
         self.candidates = candidates
         self.fixed_point_iter = fixed_point_iter
+        self.solver = solver
+        self.n_centers = n_centers
+        self.centers = centers
+        self.block_size = block_size
+        self.max_iter = max_iter
+        self.key = key
 
     def fit(self, X, Y):
         """Fit on pairs (X, Y); X and Y may be arrays or lists of strings."""
@@ -335,6 +405,11 @@ class KernelDependencyEstimator(_DependencyBase):
             raise ValueError(
                 f"preimage must be one of {PREIMAGES}, got {self.preimage!r}"
             )
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver != "exact":
+            return self._fit_lowrank(X, Y)
+        self.solver_, self.n_centers_, self.centers_ = "exact", None, None
         K, L = self._setup(X, Y)
         n = K.shape[0]
         if self.n_components is not None:
@@ -357,8 +432,105 @@ class KernelDependencyEstimator(_DependencyBase):
         self.n_samples_fit_ = n
         return self
 
+    def _fit_lowrank(self, X, Y):
+        """Nystroem output KPCA + Nystroem/Falkon ridge (see ``solver``)."""
+        ridge = check_positive(self.ridge, f"ridge (solver={self.solver!r})")
+        if self.preimage == "fixed_point":
+            raise ValueError(
+                f"solver={self.solver!r} supports preimage 'candidates' or "
+                "'linear', got 'fixed_point'"
+            )
+        if self.centers not in CENTER_METHODS:
+            raise ValueError(
+                f"centers must be one of {CENTER_METHODS}, got {self.centers!r}"
+            )
+        self.input_kernel_ = resolve_vector_kernel(
+            self.input_kernel, self.input_kernel_params, "input_kernel")
+        self.output_kernel_ = resolve_vector_kernel(
+            self.output_kernel, self.output_kernel_params, "output_kernel")
+        if self.preimage == "linear" and self.output_kernel_.name not in (
+                "linear", "regression"):
+            raise ValueError(
+                "preimage='linear' needs output_kernel 'linear' or 'regression', "
+                f"got {self.output_kernel_.name!r}"
+            )
+        Xa = check_data(X, "X", min_samples=2)
+        Ya = check_data(Y, "Y", min_samples=2)
+        for arr, name in ((Xa, "X"), (Ya, "Y")):
+            if isinstance(arr, tuple):
+                raise ValueError(
+                    f"solver={self.solver!r} needs numeric arrays for {name}, got "
+                    "strings"
+                )
+        check_same_length(Xa, Ya, "X", "Y")
+        n = Xa.shape[0]
+        m = (min(n, math.ceil(5 * math.sqrt(n))) if self.n_centers is None
+             else check_integer(self.n_centers, "n_centers", minimum=1, maximum=n))
+        p = None if self.n_components is None else check_integer(
+            self.n_components, "n_components", minimum=1, maximum=m)
+        bs = None if self.block_size is None else check_integer(
+            self.block_size, "block_size", minimum=1)
+        iters = check_integer(self.max_iter, "max_iter", minimum=1)
+        key = jax.random.key(0) if self.key is None else self.key
+        k_in, k_out = jax.random.split(key)
+        kin, kout = self.input_kernel_, self.output_kernel_
+        out_idx = select_centers(k_out, Ya, m, method=self.centers, kernel=kout,
+                                 ridge=ridge, block_size=bs)
+        in_idx = select_centers(k_in, Xa, m, method=self.centers, kernel=kin,
+                                ridge=ridge, block_size=bs)
+        kp = nystroem_kpca(kout, Ya, Ya[out_idx], p, block_size=bs)
+        if p is None:
+            # Components with a zero eigenvalue carry no direction (a linear
+            # output kernel on q outputs has q): do not regress onto them.
+            lam = kp.eigenvalues
+            keep = max(int(jnp.sum(lam > jnp.finfo(lam.dtype).eps
+                                   * jnp.maximum(lam[0], 1.0) * n)), 1)
+            kp = kp._replace(eigenvalues=lam[:keep], coef=kp.coef[:, :keep],
+                             offset=kp.offset[:keep])
+        T = lowrank_kpca_transform(kout, kp, Ya, block_size=bs)
+        if self.solver == "falkon":
+            krr = falkon(kin, Xa, T, Xa[in_idx], ridge, block_size=bs,
+                         max_iter=iters)
+        else:
+            krr = nystroem_krr(kin, Xa, T, Xa[in_idx], ridge, block_size=bs)
+        self.X_fit_, self.Y_fit_ = Xa, Ya
+        self._y_out = np.array(Y)
+        self.ridge_ = ridge
+        self.solver_, self.n_centers_, self.centers_ = self.solver, m, self.centers
+        self.input_center_indices_ = np.asarray(in_idx)
+        self.output_center_indices_ = np.asarray(out_idx)
+        self.fit_ = LowRankKDEFit(kp, krr, T)
+        if self.preimage == "linear":
+            # sum_i g_i y_i with the training weights a_n = T[:, n] / lambda_n
+            # (feature_weights in bayeskde.preimage): mean(Y) + F Lambda^-1 T^T Yc.
+            lam = kp.eigenvalues
+            eps = jnp.finfo(T.dtype).eps * jnp.maximum(lam[0], 1.0) * n
+            inv = jnp.where(lam > eps, 1.0 / jnp.maximum(lam, eps), 0.0)
+            Ymean = jnp.mean(Ya, axis=0)
+            self._linear_map = (Ymean, inv[:, None] * (T.T @ (Ya - Ymean[None, :])))
+        self._cand_out = None
+        if self.candidates is None:
+            self.candidate_proj_ = T
+        else:
+            C = check_data(self.candidates, "candidates")
+            _check_kind(C, Ya, "candidates")
+            self._cand_out = np.array(self.candidates)
+            self.candidate_proj_ = lowrank_kpca_transform(kout, kp, C, block_size=bs)
+        self.n_samples_fit_ = n
+        return self
+
+    def _lowrank_features(self, X):
+        """Predicted projections, block by block of test rows (low-rank solvers)."""
+        X = self._validate_test(X)
+        bs = self.block_size
+        for start in range(0, X.shape[0], self.batch_size):
+            yield krr_predict(self.input_kernel_, self.fit_.krr,
+                              X[start : start + self.batch_size], block_size=bs)
+
     def predict_features(self, X) -> Float[Array, "n_test n_components"]:
         """The predicted output projections (f_1(x), ..., f_p(x))."""
+        if getattr(self, "solver_", "exact") != "exact":
+            return jnp.concatenate(list(self._lowrank_features(X)))
         return jnp.concatenate(
             [predict_kde_features(self.fit_, K) for K in self._cross_kernels(X)]
         )
@@ -387,6 +559,17 @@ class KernelDependencyEstimator(_DependencyBase):
         With ``preimage="fixed_point"`` the attribute ``fixed_point_fallback_``
         marks the test points where the best candidate was kept.
         """
+        if getattr(self, "solver_", "exact") != "exact":
+            outs = []
+            for F in self._lowrank_features(X):
+                if self.preimage == "linear":
+                    mean, G = self._linear_map
+                    outs.append(np.asarray(mean[None, :] + F @ G))
+                else:
+                    outs.append(np.asarray(nearest_candidates(F,
+                                                              self.candidate_proj_)))
+            out = np.concatenate(outs)
+            return self._outputs(out) if self.preimage == "candidates" else out
         parts = [self._predict_block(K) for K in self._cross_kernels(X)]
         out = np.concatenate([p for p, _ in parts])
         if self.preimage == "candidates":

@@ -1,0 +1,144 @@
+"""Sharded execution (bayeskde.distributed): 8 fake CPU devices equal one device.
+
+JAX is already initialised with one CPU device in the pytest process, so the
+8-device run happens in a subprocess started with
+``XLA_FLAGS=--xla_force_host_platform_device_count=8``; it writes its results to
+an ``.npz`` file that this process compares with the single-device results.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import rbf_kernel
+
+from bayeskde.distributed import (
+    device_mesh,
+    initialize_distributed,
+    sharded_batch_map,
+    sharded_gram,
+    sharded_hmm_posteriors,
+)
+from bayeskde.hmm import forward_backward
+from bayeskde.lowrank import falkon, krr_predict
+from tests.conftest import X64
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = 1e-12 if X64 else 1e-5
+
+
+def _problem():
+    """The same inputs in both processes (NumPy generator, fixed seed)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(37, 3))  # 37 rows: padded to 40 on 8 devices
+    n_states = 3
+    log_initial = np.log(np.full(n_states, 1.0 / n_states))
+    log_transition = np.log(rng.dirichlet(np.ones(n_states), n_states))
+    log_lik = rng.normal(size=(11, 6, n_states))
+    mask = np.ones((11, 6), bool)
+    mask[3, 4:] = False
+    return X, log_initial, log_transition, log_lik, mask
+
+
+def _predict(centers, coef, X):
+    return jnp.exp(-0.5 * jnp.sum((X[:, None, :] - centers[None]) ** 2, -1)) @ coef
+
+
+def _compute():
+    """Everything compared across device counts (also run in the subprocess)."""
+    X, li, lt, ll, mask = _problem()
+    mesh = device_mesh()
+    K = sharded_gram("rbf", X, params={"gamma": 0.5}, mesh=mesh, block_size=3)
+    K40 = sharded_gram("rbf", np.vstack([X, X[:3]]), X[:5], params={"gamma": 0.5})
+    post = sharded_hmm_posteriors(li, lt, ll, mask=mask, mesh=mesh)
+    fit = falkon("rbf", X, np.sin(X[:, :2]), X[:8], 1e-3, params={"gamma": 0.5})
+    pred = sharded_batch_map(_predict, X, broadcast=(fit.centers, fit.coef))
+    return {
+        "K": np.asarray(K),
+        "K40": np.asarray(K40),
+        "K40_shards": len(K40.sharding.device_set),
+        "gamma": np.asarray(post.gamma),
+        "xi": np.asarray(post.xi),
+        "loglik": np.asarray(post.log_likelihood),
+        "pred": np.asarray(pred),
+        "devices": jax.device_count(),
+    }
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path.insert(0, {root!r})
+    from tests.test_distributed import _compute
+    from bayeskde.infer import _chain_method
+    out = _compute()
+    out["chain_method"] = _chain_method(4)
+    np.savez(sys.argv[1], **out)
+""")
+
+
+def test_eight_devices_equal_one(tmp_path):
+    path = str(tmp_path / "out.npz")
+    env = {**os.environ,
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+           "JAX_PLATFORMS": "cpu",
+           "JAX_ENABLE_X64": "1" if X64 else "0"}
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(root=ROOT), path],
+        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    many = np.load(path)
+    one = _compute()
+    assert int(many["devices"]) == 8 and one["devices"] == 1
+    assert int(many["K40_shards"]) == 8  # rows really spread over 8 devices
+    assert str(many["chain_method"]) == "parallel"  # 4 NUTS chains on 8 devices
+    for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
+        np.testing.assert_allclose(many[name], one[name], rtol=TOL, atol=TOL,
+                                   err_msg=name)
+
+
+def test_single_device_oracles():
+    X, li, lt, ll, mask = _problem()
+    out = _compute()
+    np.testing.assert_allclose(out["K"], rbf_kernel(X, gamma=0.5), atol=10 * TOL)
+    ref = jax.vmap(lambda a, m: forward_backward(li, lt, a, mask=m))(
+        jnp.asarray(ll), jnp.asarray(mask))
+    np.testing.assert_allclose(out["gamma"], ref.gamma, atol=10 * TOL)
+    np.testing.assert_allclose(out["loglik"], ref.log_likelihood, rtol=10 * TOL)
+    fit = falkon("rbf", X, np.sin(X[:, :2]), X[:8], 1e-3, params={"gamma": 0.5})
+    np.testing.assert_allclose(
+        out["pred"], krr_predict("rbf", fit, X, params={"gamma": 0.5}),
+        atol=10 * TOL)
+
+
+def test_bad_input():
+    X, li, lt, ll, mask = _problem()
+    with pytest.raises(ValueError, match="at least one array"):
+        sharded_batch_map(jnp.sin)
+    with pytest.raises(ValueError, match="leading batch length"):
+        sharded_batch_map(jnp.add, np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="devices is empty"):
+        device_mesh([])
+    with pytest.raises(ValueError, match="NaN"):
+        sharded_gram("rbf", np.full((3, 2), np.nan))
+    with pytest.raises(ValueError, match="kernel"):
+        sharded_gram("string", X)
+    with pytest.raises(ValueError, match="block_size"):
+        sharded_gram("rbf", X, block_size=0)
+    with pytest.raises(ValueError, match=r"\(B, T, N\)"):
+        sharded_hmm_posteriors(li, lt, ll[0])
+    with pytest.raises(ValueError, match="mask"):
+        sharded_hmm_posteriors(li, lt, ll, mask=mask[:, :3])
+    with pytest.raises(ValueError, match="NaN"):
+        sharded_hmm_posteriors(li, lt, np.full_like(ll, np.nan))
+    with pytest.raises(ValueError):
+        sharded_hmm_posteriors(li + 1.0, lt, ll)  # probabilities not summing to 1
+    with pytest.raises(ValueError, match="num_processes"):
+        initialize_distributed("localhost:1", num_processes=0, process_id=0)
+    with pytest.raises(ValueError, match="process_id"):
+        initialize_distributed("localhost:1", num_processes=2, process_id=2)
