@@ -169,13 +169,16 @@ def to_inference_data(
     ``posterior_predictive`` arrays are ``(chain, draw, ...)`` as well, and
     ``observed_data`` / ``constant_data`` arrays carry no chain or draw axes.
     """
-    idata = az.from_numpyro(
-        mcmc,
-        coords=dict(coords or {}),
-        dims=dict(dims or {}),
-        posterior_predictive=posterior_predictive,
-        log_likelihood=log_likelihood is None,
-    )
+    # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
+    # rank promotion; allow it here so a user's strict setting does not break it.
+    with jax.numpy_rank_promotion("allow"):
+        idata = az.from_numpyro(
+            mcmc,
+            coords=dict(coords or {}),
+            dims=dict(dims or {}),
+            posterior_predictive=posterior_predictive,
+            log_likelihood=log_likelihood is None,
+        )
     extra = {}
     if log_likelihood is not None:
         extra["log_likelihood"] = az.from_dict(
