@@ -60,6 +60,7 @@ def run_nuts(
     num_chains: int = 2,
     target_accept_prob: float = 0.8,
     dense_mass: bool = False,
+    max_tree_depth: int = 10,
     progress_bar: bool = True,
     init_params: dict | None = None,
     jit_model_args: bool = False,
@@ -84,7 +85,9 @@ def run_nuts(
         raise ValueError(
             f"target_accept_prob must be in (0, 1), got {target_accept_prob}"
         )
-    kernel = NUTS(model, target_accept_prob=target_accept_prob, dense_mass=dense_mass)
+    max_tree_depth = check_integer(max_tree_depth, "max_tree_depth", minimum=1)
+    kernel = NUTS(model, target_accept_prob=target_accept_prob, dense_mass=dense_mass,
+                  max_tree_depth=max_tree_depth)
     mcmc = MCMC(
         kernel,
         num_warmup=num_warmup,

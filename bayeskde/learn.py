@@ -90,6 +90,8 @@ def fit_kernel_hyper(
     num_chains: int = 2,
     progress_bar: bool = True,
     loo: bool = True,
+    dense_mass: bool = True,
+    max_tree_depth: int = 8,
 ) -> KernelHyperFit:
     """Posterior over transform degrees and bandwidths by NUTS (degrees summed out).
 
@@ -100,6 +102,9 @@ def fit_kernel_hyper(
             (:func:`default_kernel_hyper_prior`).
         loo: also compute the leave-one-out log densities for LOO comparison
             (O(draws D1 D2 m^3)).
+        dense_mass: adapt a dense mass matrix (the ridge and the amplitude are
+            strongly correlated; with a diagonal one NUTS builds deep trees).
+        max_tree_depth: NUTS tree-depth cap (at most 2^depth gradients a draw).
 
     Returns:
         :class:`KernelHyperFit`.
@@ -119,6 +124,7 @@ def fit_kernel_hyper(
     mcmc = infer.run_nuts(
         key, kernel_hyper_model, data, prior, num_warmup=num_warmup,
         num_samples=num_samples, num_chains=num_chains, progress_bar=progress_bar,
+        dense_mass=dense_mass, max_tree_depth=max_tree_depth,
     )
     runtime = time.perf_counter() - t0
     samples = mcmc.get_samples(group_by_chain=True)
