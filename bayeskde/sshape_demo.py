@@ -34,8 +34,8 @@ __all__ = [
 
 PUBLISHED = {"tgp_kl": 0.116, "gp": 0.127, "wknn_1": 0.174}
 
-FULL = dict(n_train=500, n_hyper=60, max_degree=3, warmup=200, samples=200,
-            chains=2, n_bma=4, pred_warmup=200, pred_samples=200, n_test_pred=500)
+FULL = dict(n_train=500, n_hyper=40, max_degree=3, warmup=150, samples=150,
+            chains=2, n_bma=2, pred_warmup=100, pred_samples=100, n_test_pred=250)
 QUICK = dict(n_train=120, n_hyper=30, max_degree=2, warmup=60, samples=60,
              chains=2, n_bma=2, pred_warmup=60, pred_samples=60, n_test_pred=60)
 
