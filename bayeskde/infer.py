@@ -160,11 +160,15 @@ def to_inference_data(
     log_likelihood: Mapping | None = None,
     observed_data: Mapping | None = None,
     constant_data: Mapping | None = None,
+    group_dims: Mapping[str, Mapping] | None = None,
 ):
     """InferenceData with posterior, sample_stats, log_likelihood, observed_data.
 
     ``coords`` and ``dims`` name the axes (e.g. ``{"component": [...]}`` and
-    ``{"T": ["component", "sample"]}``) so no ``x_dim_0`` is left.
+    ``{"T": ["component", "sample"]}``) so no ``x_dim_0`` is left;
+    ``group_dims`` overrides ``dims`` for one group (e.g. a leave-one-out
+    ``log_likelihood`` ``y`` on ``["sample"]`` beside a posterior-predictive ``y``
+    on ``["sample", "output"]``).
 
     ``log_likelihood`` replaces NumPyro's per-site log densities with arrays of
     shape ``(chain, draw, *obs)`` (e.g. exact leave-one-out predictive densities
@@ -172,28 +176,35 @@ def to_inference_data(
     ``posterior_predictive`` arrays are ``(chain, draw, ...)`` as well, and
     ``observed_data`` / ``constant_data`` arrays carry no chain or draw axes.
     """
+    group_dims = dict(group_dims or {})
+    unknown = set(group_dims) - {
+        "posterior", "posterior_predictive", "log_likelihood", "observed_data",
+        "constant_data",
+    }
+    if unknown:
+        raise ValueError(f"group_dims names unknown groups {sorted(unknown)}")
+
+    def dims_for(group):
+        return {**dict(dims or {}), **dict(group_dims.get(group, {}))}
+
     # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
     # rank promotion; allow it here so a user's strict setting does not break it.
     with jax.numpy_rank_promotion("allow"):
         idata = az.from_numpyro(
             mcmc,
             coords=dict(coords or {}),
-            dims=dict(dims or {}),
-            posterior_predictive=posterior_predictive,
+            dims=dims_for("posterior"),
             log_likelihood=log_likelihood is None,
         )
     extra = {}
-    if log_likelihood is not None:
-        extra["log_likelihood"] = az.from_dict(
-            log_likelihood={k: np.asarray(v) for k, v in log_likelihood.items()},
-            coords=dict(coords or {}), dims=dict(dims or {}),
-        ).log_likelihood
-    for group, values in (("observed_data", observed_data),
+    for group, values in (("posterior_predictive", posterior_predictive),
+                          ("log_likelihood", log_likelihood),
+                          ("observed_data", observed_data),
                           ("constant_data", constant_data)):
         if values is not None:
             extra[group] = az.from_dict(
                 **{group: {k: np.asarray(v) for k, v in values.items()}},
-                coords=dict(coords or {}), dims=dict(dims or {}),
+                coords=dict(coords or {}), dims=dims_for(group),
             )[group]
     if extra:
         idata = az.InferenceData(

@@ -30,6 +30,7 @@ from .models.kernel_hyper import (
     default_kernel_hyper_prior,
     kernel_hyper_model,
     loo_log_likelihood,
+    posterior_predictive_draw,
     prepare_kernel_hyper_data,
 )
 from .models.tgp import (
@@ -90,6 +91,7 @@ def fit_kernel_hyper(
     num_chains: int = 2,
     progress_bar: bool = True,
     loo: bool = True,
+    posterior_predictive: bool = True,
     dense_mass: bool = True,
     max_tree_depth: int = 8,
 ) -> KernelHyperFit:
@@ -102,6 +104,11 @@ def fit_kernel_hyper(
             (:func:`default_kernel_hyper_prior`).
         loo: also compute the leave-one-out log densities for LOO comparison
             (O(draws D1 D2 m^3)).
+        posterior_predictive: also draw one replicate of the training outputs
+            per posterior draw (:func:`bayeskde.models.posterior_predictive_draw`,
+            key ``fold_in(key, 1)``), the ``posterior_predictive`` group ``y``
+            on dims ``sample``, ``output``, with the drawn degrees as
+            ``d1`` / ``d2`` (O(draws D1 D2 m^3)).
         dense_mass: adapt a dense mass matrix (the ridge and the amplitude are
             strongly correlated; with a diagonal one NUTS builds deep trees).
         max_tree_depth: NUTS tree-depth cap (at most 2^depth gradients a draw).
@@ -144,17 +151,28 @@ def fit_kernel_hyper(
         "output": np.arange(data.Y.shape[1]),
     }
     dims = {"degree_log_joint": ["degree_x", "degree_y"], "y": ["sample", "output"]}
-    log_lik = None
+    flat = tuple(jnp.asarray(samples[k]).reshape(-1) for k in _CONTINUOUS)
+    log_lik = pp = None
+    group_dims = {}
     if loo:
-        flat = {k: jnp.asarray(samples[k]).reshape(-1) for k in _CONTINUOUS}
-        ll = jax.lax.map(
-            lambda p: loo_log_likelihood(data, *p, prior),
-            tuple(flat[k] for k in _CONTINUOUS),
-        )
+        ll = jax.lax.map(lambda p: loo_log_likelihood(data, *p, prior), flat)
         log_lik = {"y": np.asarray(ll).reshape(*pe.shape, -1)}
-        dims["y"] = ["sample"]
+        group_dims["log_likelihood"] = {"y": ["sample"]}
+    if posterior_predictive:
+        keys = jax.random.split(jax.random.fold_in(key, 1), pe.size)
+        y_rep, pair = jax.lax.map(
+            lambda a: posterior_predictive_draw(a[0], data, *a[1:], prior),
+            (keys, *flat),
+        )
+        pair = np.asarray(pair).reshape(pe.shape)
+        pp = {
+            "y": np.asarray(y_rep).reshape(*pe.shape, *data.Y.shape),
+            "d1": pair // prior.max_degree_y + 1,
+            "d2": pair % prior.max_degree_y + 1,
+        }
     idata = infer.to_inference_data(
         mcmc, coords=coords, dims=dims, log_likelihood=log_lik,
+        posterior_predictive=pp, group_dims=group_dims,
         observed_data={"y": np.asarray(data.Y) + np.asarray(data.y_mean)[None, :]},
     )
     report = infer.convergence_report(

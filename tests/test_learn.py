@@ -120,9 +120,19 @@ def test_fit_kernel_hyper_end_to_end(key, tmp_path):
     assert fit.map_params["degree_x"] in (1, 2)
     ll = fit.idata.log_likelihood["y"]
     assert ll.dims == ("chain", "draw", "sample") and np.all(np.isfinite(ll))
+    pp = fit.idata.posterior_predictive
+    assert pp["y"].dims == ("chain", "draw", "sample", "output")
+    assert pp["y"].shape == (2, 30, 15, 1) and np.all(np.isfinite(pp["y"]))
+    assert set(np.unique(pp["d1"])) <= {1, 2} and set(np.unique(pp["d2"])) <= {1, 2}
+    # the replicates scatter around the data on the data's scale
+    obs = fit.idata.observed_data["y"].values
+    assert pp["y"].dims[-2:] == fit.idata.observed_data["y"].dims
+    rep_sd = float(pp["y"].std())
+    assert 0.3 * obs.std() < rep_sd < 3 * obs.std()
     back = load_inference_data(save_inference_data(fit.idata, tmp_path / "f.nc"))
     np.testing.assert_array_equal(back.posterior["gamma_x"], fit.idata.posterior[
         "gamma_x"])
+    np.testing.assert_array_equal(back.posterior_predictive["y"], pp["y"])
     with pytest.raises(TypeError, match="KernelHyperPrior"):
         fit_kernel_hyper(key, X, Y, {"max_degree_x": 2})
     with pytest.raises(ValueError, match="NaN|finite"):

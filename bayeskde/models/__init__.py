@@ -31,6 +31,7 @@ from .kernel_hyper import default_kernel_hyper_prior as default_kernel_hyper_pri
 from .kernel_hyper import degree_terms as degree_terms
 from .kernel_hyper import kernel_hyper_model as kernel_hyper_model
 from .kernel_hyper import loo_log_likelihood as loo_log_likelihood
+from .kernel_hyper import posterior_predictive_draw as posterior_predictive_draw
 from .kernel_hyper import prepare_kernel_hyper_data as prepare_kernel_hyper_data
 from .tgp import TGPEnergyBatch as TGPEnergyBatch
 from .tgp import batch_energy as batch_energy
@@ -43,6 +44,7 @@ __all__ = [
     "default_kernel_hyper_prior",
     "degree_terms",
     "kernel_hyper_model",
+    "posterior_predictive_draw",
     "loo_log_likelihood",
     "prepare_kernel_hyper_data",
     "TGPEnergyBatch",

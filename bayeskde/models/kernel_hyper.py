@@ -85,6 +85,7 @@ __all__ = [
     "degree_terms",
     "kernel_hyper_model",
     "loo_log_likelihood",
+    "posterior_predictive_draw",
     "top_singular_pair",
 ]
 
@@ -252,6 +253,12 @@ def _hsic(K_stack, G_stack):
     return jnp.einsum("iab,jab->ij", Kc, G_stack) / (m - 1) ** 2
 
 
+def _input_gram(alpha, K_stack, ridge):
+    """phi(K) + r I for transform weights ``alpha`` over the Hadamard powers."""
+    eye = jnp.eye(K_stack.shape[-1], dtype=K_stack.dtype)
+    return jnp.tensordot(alpha, K_stack, 1) + ridge * eye
+
+
 def _log_degree_prior(prior: KernelHyperPrior, dtype):
     dx = jnp.arange(1, prior.max_degree_x + 1, dtype=dtype)
     dy = jnp.arange(1, prior.max_degree_y + 1, dtype=dtype)
@@ -277,7 +284,6 @@ def degree_terms(
     K_stack = _hadamard_powers(data.Dx2, gamma_x, Dx)
     G_stack = _hadamard_powers(data.Dy2, gamma_y, Dy)
     C = _hsic(K_stack, G_stack)
-    eye = jnp.eye(m, dtype=dtype)
     idx_x = jnp.arange(Dx)
     idx_y = jnp.arange(Dy)
 
@@ -285,8 +291,8 @@ def degree_terms(
         mask_x = (idx_x <= i).astype(dtype)
         mask_y = (idx_y <= j).astype(dtype)
         alpha, beta = top_singular_pair(C, mask_x, mask_y)
-        Kt = jnp.tensordot(alpha, K_stack, 1) + ridge * eye
-        Gt = jnp.tensordot(beta, G_stack, 1) + ridge * eye
+        Kt = _input_gram(alpha, K_stack, ridge)
+        Gt = _input_gram(beta, G_stack, ridge)
         Lk = jnp.linalg.cholesky(Kt)
         Lg = jnp.linalg.cholesky(Gt)
         logdet_k = 2.0 * jnp.sum(jnp.log(jnp.diagonal(Lk)))
@@ -355,7 +361,7 @@ def loo_log_likelihood(
     eye = jnp.eye(data.Y.shape[0], dtype=data.Y.dtype)
 
     def pointwise(alpha):
-        S = amplitude * (jnp.tensordot(alpha, K_stack, 1) + ridge * eye)
+        S = amplitude * _input_gram(alpha, K_stack, ridge)
         Sinv = jsl.cho_solve((jnp.linalg.cholesky(S), True), eye)
         s = jnp.diagonal(Sinv)[:, None]
         g = Sinv @ data.Y
@@ -366,3 +372,38 @@ def loo_log_likelihood(
     ell = jax.vmap(pointwise)(terms.alpha.reshape(Dx * Dy, Dx))  # (pairs, m)
     lj = terms.log_joint.reshape(-1)
     return logsumexp(lj) - logsumexp(lj[:, None] - ell, axis=0)
+
+
+def posterior_predictive_draw(
+    key: jax.Array,
+    data: KernelHyperData,
+    gamma_x: Float[Array, ""],
+    gamma_y: Float[Array, ""],
+    ridge: Float[Array, ""],
+    amplitude: Float[Array, ""],
+    prior: KernelHyperPrior,
+) -> tuple[Float[Array, "m d_y"], Array]:
+    """One replicate of the training outputs from the model at one posterior draw.
+
+    The degree pair is drawn from its conditional posterior softmax(log_joint)
+    (the same weights that sum the degrees out of the model), then every output
+    column from the input-side GP (A): y_k ~ N(0, a^2 (phi_d(K) + r I)), and the
+    training mean is added back. Vmap it over posterior draws for the
+    ``posterior_predictive`` group. Only the input side generates data; the
+    tempered KL factor weighs the pairs but has no data to replicate.
+
+    Returns:
+        ``(y_rep, pair)``: ``(m, d_y)`` outputs and the flat pair index
+        ``(d1 - 1) D2 + (d2 - 1)``.
+
+    Cost O(D1 D2 m^3) (the pair weights) + O(m^2 d_y).
+    """
+    terms = degree_terms(data, gamma_x, gamma_y, ridge, amplitude, prior)
+    Dx, Dy = prior.max_degree_x, prior.max_degree_y
+    k_pair, k_y = jax.random.split(key)
+    pair = jax.random.categorical(k_pair, terms.log_joint.reshape(-1))
+    alpha = terms.alpha.reshape(Dx * Dy, Dx)[pair]
+    K_stack = _hadamard_powers(data.Dx2, gamma_x, Dx)
+    L = jnp.linalg.cholesky(amplitude * _input_gram(alpha, K_stack, ridge))
+    z = jax.random.normal(k_y, data.Y.shape, data.Y.dtype)
+    return L @ z + data.y_mean[None, :], pair

@@ -20,6 +20,7 @@ from bayeskde.models.kernel_hyper import (
     degree_terms,
     kernel_hyper_model,
     loo_log_likelihood,
+    posterior_predictive_draw,
     prepare_kernel_hyper_data,
     top_singular_pair,
 )
@@ -109,6 +110,45 @@ def test_model_density_sums_degrees_out_exactly():
         for k, v in PARAMS.items()
     )
     np.testing.assert_allclose(float(lp), ref, rtol=RTOL)
+
+
+def test_posterior_predictive_draw_is_the_degree_mixture_of_gps(key):
+    """Monte Carlo: the pair frequencies equal softmax(log_joint) computed with
+    scipy, and given the pair, the whitened replicate is standard normal around
+    the training mean."""
+    X, Y = _toy(m=8)
+    data = prepare_kernel_hyper_data(X, Y)
+    prior = default_kernel_hyper_prior(data, max_degree_x=2, max_degree_y=2,
+                                       kl_temperature=0.5)
+    params = {k: jnp.asarray(v, data.Y.dtype) for k, v in PARAMS.items()}
+    n = 4000
+    keys = jax.random.split(key, n)
+    draw = jax.jit(jax.vmap(
+        lambda k: posterior_predictive_draw(k, data, **params, prior=prior)))
+    y_rep, pair = (np.asarray(a) for a in draw(keys))
+    assert y_rep.shape == (n, 8, 2) and np.all(np.isfinite(y_rep))
+    joint, grams = [], []
+    for i in range(2):
+        for j in range(2):
+            ev, kl, _, _, Kt = _numpy_terms(X, Y, i + 1, j + 1, **PARAMS)
+            joint.append(ev - 0.5 * kl)
+            grams.append(PARAMS["amplitude"] * Kt)
+    probs = np.exp(np.array(joint) - logsumexp(joint))
+    freq = np.bincount(pair, minlength=4) / n
+    se = np.sqrt(probs * (1 - probs) / n)
+    assert np.all(np.abs(freq - probs) <= 4 * se + 1e-12), (freq, probs)
+    resid = y_rep - Y.mean(0)[None, :, None].transpose(0, 2, 1)
+    whitened = []
+    for p in range(4):
+        sel = resid[pair == p]
+        if len(sel) < 50:
+            continue
+        L = np.linalg.cholesky(grams[p])
+        whitened.append(np.linalg.solve(L, sel.transpose(1, 0, 2).reshape(8, -1)))
+    z = np.concatenate([w.ravel() for w in whitened])
+    # whitened coordinates: mean 0, variance 1 (loose enough for float32 Grams)
+    assert abs(z.mean()) < 4 / np.sqrt(z.size)
+    assert abs(z.var() - 1) < 4 * np.sqrt(2 / z.size) + (0 if X64 else 1e-2)
 
 
 def test_loo_log_likelihood_equals_brute_force_deletion():
