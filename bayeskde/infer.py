@@ -318,6 +318,29 @@ def plot_trace(idata, path: str | Path, var_names=None) -> Path:
     return path
 
 
+def plot_ppc(idata, path: str | Path, var_names=None, num_pp_samples=100) -> Path:
+    """Save an ArviZ posterior predictive check (replicates against the observed
+    data's density, per variable) as a PNG; needs the ``posterior_predictive``
+    and ``observed_data`` groups."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for group in ("posterior_predictive", "observed_data"):
+        if group not in idata.groups():
+            raise ValueError(f"plot_ppc needs the {group} group; idata has "
+                             f"{list(idata.groups())}")
+    axes = az.plot_ppc(idata, var_names=var_names, num_pp_samples=num_pp_samples,
+                       random_seed=0)
+    fig = np.asarray(axes).ravel()[0].figure
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
 
 def psis_log_weights(log_weights, reff: float = 1.0):
     """Pareto-smoothed, normalised log importance weights (Vehtari et al. 2024).

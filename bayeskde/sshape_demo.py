@@ -222,6 +222,7 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
 
     paths.append(plot_degree_posterior(
         np.asarray(result["degree_posterior"]), out / "degree_posterior.png"))
+    paths.append(infer.plot_ppc(fit.idata, out / "ppc.png", var_names=["y"]))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     x = arrays["x_test"][arrays["idx"]]
@@ -279,10 +280,13 @@ def write_sshape_outputs(result, fit, pred, arrays, out) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [infer.save_inference_data(fit.idata, out / "kernel_hyper.nc")]
+    # posterior: the raw NUTS draws of y*; posterior_predictive: the draws
+    # reweighted per test point by PSIS (what the plots and the mode use).
     pred_idata = infer.to_inference_data(
         pred.mcmc,
         coords={"test_point": arrays["idx"], "output": [0]},
         dims={"y": ["test_point", "output"]},
+        posterior_predictive={"y": np.moveaxis(pred.samples, 1, 0)[None]},
     )
     paths.append(infer.save_inference_data(pred_idata, out / "tgp_predictive.nc"))
     paths += plot_sshape_demo(result, fit, arrays, out)

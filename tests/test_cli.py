@@ -42,16 +42,20 @@ def test_demo_quick_writes_inference_data_plots_and_summary(tmp_path, capsys):
     assert "r_hat" in printed  # the ArviZ summary table
     post = np.asarray(res["degree_posterior"])
     assert post.shape == (2, 2) and post.sum() == pytest.approx(1.0, abs=1e-6)
-    for name in ("trace.png", "degree_posterior.png", "predictive.png"):
+    for name in ("trace.png", "degree_posterior.png", "predictive.png", "ppc.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5_000
     idata = load_inference_data(tmp_path / "kernel_hyper.nc")
-    assert {"posterior", "sample_stats", "log_likelihood", "observed_data"} <= set(
-        idata.groups())
+    assert {"posterior", "sample_stats", "log_likelihood", "observed_data",
+            "posterior_predictive"} <= set(idata.groups())
+    assert idata.posterior_predictive["y"].shape[-2:] == idata.observed_data[
+        "y"].shape
     assert idata.posterior["degree_log_joint"].dims[-2:] == ("degree_x", "degree_y")
     assert idata.log_likelihood["y"].shape[-1] == res["config"]["n_hyper"]
     pred = load_inference_data(tmp_path / "tgp_predictive.nc")
     assert pred.posterior["y"].dims[-2:] == ("test_point", "output")
+    pp = pred.posterior_predictive["y"]
+    assert pp.dims[-2:] == ("test_point", "output") and np.all(np.isfinite(pp))
     # Every MAE is a real number in [0, 1] (t lies in [0, 1]).
     for k in ("map_tgp_mae", "bma_tgp_mae", "predictive_mode_mae"):
         assert 0.0 <= res[k] <= 1.0
