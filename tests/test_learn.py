@@ -13,9 +13,11 @@ from bayeskde.infer import drop_failed_chains, psis_log_weights
 from bayeskde.learn import (
     calibrate_temperature,
     fit_kernel_hyper,
+    sample_bma_tgp_predictive,
     sample_tgp_predictive,
     twin_gp_from_params,
 )
+from bayeskde.models.kernel_hyper import KernelHyperPrior
 from bayeskde.models.tgp import batch_energy, tgp_energy_batch
 from tests.conftest import X64
 
@@ -216,3 +218,44 @@ def test_bma_kde_per_draw_equals_kde_with_the_draws_kernels(key):
         ref = KernelDependencyEstimator(input_kernel=kx, output_kernel=ky,
                                         ridge=p["ridge"] / len(X)).fit(X, Y)
         np.testing.assert_allclose(pred, ref.predict(Z))
+
+
+def test_bma_predictive_follows_the_mixture_over_kernel_draws(key):
+    """Pooled draws over two posterior kernels follow the equal mixture of the
+    two grid-normalised densities (Kolmogorov distance at each test input), and
+    the mode is a draw near the mixture's highest density."""
+    X, Y = _sshape(n=25)
+    fit = fit_kernel_hyper(key, X, Y, KernelHyperPrior(max_degree_x=1,
+                                                       max_degree_y=1),
+                           num_warmup=20, num_samples=20, progress_bar=False,
+                           loo=False, posterior_predictive=False)
+    tau = 0.05
+    Z = np.array([[0.4], [0.7]])
+    kw = dict(num_chains=2, num_warmup=80, num_samples=80, n_resample=1000,
+              progress_bar=False)
+    k = jax.random.fold_in(key, 7)
+    pred = sample_bma_tgp_predictive(k, fit, X, Y, Z, tau, n_draws=2, ridge=1e-2,
+                                     **kw)
+    assert pred.samples.shape == (2, 2000, 1) and len(pred.mcmc) == 2
+    # the same components, by hand
+    k_draw, _ = jax.random.split(k)
+    from bayeskde.learn import _posterior_draws
+
+    lo, hi = Y.min() - 0.1 * np.ptp(Y), Y.max() + 0.1 * np.ptp(Y)
+    grid = np.linspace(lo, hi, 400)
+    mix = np.zeros((2, grid.size))
+    for p in _posterior_draws(fit, k_draw, 2):
+        model = twin_gp_from_params(p, "kl", 1e-2).fit(X, Y)
+        batch = tgp_energy_batch(model, jnp.asarray(Z, model.model_.X.dtype))
+        E = np.stack([np.asarray(batch_energy(batch, jnp.full((2, 1), g,
+                                                              batch.a.dtype)))
+                      for g in grid], axis=1)
+        dens = np.exp(-(E - E.min(axis=1, keepdims=True)) / tau)
+        mix += 0.5 * dens / dens.sum(axis=1, keepdims=True)
+    for j in range(2):
+        cdf = np.cumsum(mix[j])
+        emp = np.searchsorted(np.sort(pred.samples[j, :, 0]), grid) / 2000
+        assert np.max(np.abs(emp - cdf)) < 0.12, j
+        # the mode sits where the mixture density is within a factor 3 of its peak
+        near = mix[j][np.argmin(np.abs(grid - pred.mode[j, 0]))]
+        assert near > mix[j].max() / 3, j
