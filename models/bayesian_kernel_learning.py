@@ -8,8 +8,8 @@ deterministic twin:
   section 6.1). Baselines with the published settings and the published MAEs
   (TGP-KL 0.116, GP 0.127, weighted 1-NN 0.174); the MAP kernel and the model
   average through Twin GPs; the Twin GP predictive distribution
-  (:mod:`bayeskde.models.tgp`) with both branches. Same code as ``bayeskde demo``,
-  with more draws.
+  (:mod:`bayeskde.models.tgp`) with both branches, averaged over ``--pred-draws``
+  kernel posterior draws. Same code as ``bayeskde demo``, with more draws.
 * ``--task arm``: the planar three-link arm (:func:`bayeskde.datasets.make_arm_pose`):
   three joint angles from four noisy marker coordinates, a two-valued inverse.
   Baseline: TGP-KL with 4 x the median-heuristic rates and ridge 1e-3 (as
@@ -36,6 +36,9 @@ def _args(argv):
     p.add_argument("--num-samples", type=int, default=None,
                    help="NUTS draws per chain (the same number of warmup steps)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pred-draws", type=int, default=4,
+                   help="sshape: kernel posterior draws the Twin GP predictive is "
+                        "averaged over (1: the MAP kernel only, as the demo)")
     p.add_argument("--out", type=Path, default=None,
                    help="output folder (default results/bayesian_kernel_<task>)")
     p.add_argument("--quick", action="store_true", help="a small smoke run")
@@ -55,6 +58,7 @@ def run_sshape(args) -> dict:
     )
 
     cfg = dict(QUICK if args.quick else FULL)
+    cfg["pred_draws"] = args.pred_draws
     if args.num_samples:
         cfg.update(warmup=args.num_samples, samples=args.num_samples,
                    pred_warmup=args.num_samples, pred_samples=args.num_samples)

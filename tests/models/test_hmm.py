@@ -13,11 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import lax
 from numpyro import handlers
 from numpyro.diagnostics import effective_sample_size
-from numpyro.infer.hmc import hmc
-from numpyro.infer.util import initialize_model, log_density
+from numpyro.infer.util import log_density
 from scipy import stats
 from scipy.special import logsumexp
 
@@ -47,6 +45,7 @@ from bayeskde.models import (
     relabel_samples,
 )
 from bayeskde.models import hmm as hmm_module
+from bayeskde.sbc import replicated_nuts, sbc_rank_test, simulate_categorical_hmm
 from tests.conftest import X64
 
 
@@ -258,16 +257,6 @@ def test_posterior_equals_brute_force_grid_posterior(grid_posterior,
 R, N_SEQ, T_SBC, L, THIN, WARMUP = 40, 4, 6, 99, 4, 200
 
 
-def _simulate(rng, pi, A, B, n, T):
-    obs = np.zeros((n, T), np.int32)
-    for b in range(n):
-        q = rng.choice(2, p=pi)
-        for t in range(T):
-            obs[b, t] = rng.choice(2, p=B[q])
-            q = rng.choice(2, p=A[q])
-    return obs
-
-
 def _priors(initial, transition, emission):
     """R copies of a prior as arrays (a pytree that vmap can batch)."""
     dt = jnp.zeros(()).dtype
@@ -279,59 +268,26 @@ def _priors(initial, transition, emission):
 
 @pytest.fixture(scope="module")
 def vmapped_nuts():
-    """NUTS for R data sets and priors at once: one compiled program.
-
-    numpyro's functional ``hmc`` with the data and the prior as dynamic
-    arguments, vmapped over replications (``MCMC.run`` would recompile for every
-    data set). Each replication: WARMUP adaptation steps, then L * THIN draws
-    thinned by THIN. Returns ``sample(key, obs, priors) -> constrained draws``.
-    """
+    """NUTS for R data sets and priors at once: one compiled program
+    (``bayeskde.sbc.replicated_nuts``). Each replication: WARMUP adaptation
+    steps, then L * THIN draws thinned by THIN. Returns
+    ``sample(key, obs, priors) -> constrained draws``."""
     lengths = jnp.full(N_SEQ, T_SBC, jnp.int32)
     model = partial(bayesian_hmm_model, n_states=2, n_symbols=2)
     obs0 = jnp.zeros((N_SEQ, T_SBC), jnp.int32)
     prior0 = jax.tree.map(lambda a: a[0], _priors(1.0, 1.0, 1.0))
-    with jax.numpy_rank_promotion("allow"):
-        info = initialize_model(jax.random.key(0), model,
-                                model_args=(obs0, lengths),
-                                model_kwargs={"prior": prior0}, dynamic_args=True)
-    init_kernel, sample_kernel = hmc(potential_fn_gen=info.potential_fn,
-                                     algo="NUTS")
-    shapes = info.param_info.z
-
-    def one(key, x, prior):
-        args, kwargs = (x, lengths), {"prior": prior}
-        k_init, k_run = jax.random.split(key)
-        z0 = {k: jax.random.uniform(jax.random.fold_in(k_init, i), v.shape, v.dtype,
-                                    -1.0, 1.0)
-              for i, (k, v) in enumerate(sorted(shapes.items()))}
-        state = init_kernel(z0, num_warmup=WARMUP, model_args=args,
-                            model_kwargs=kwargs, rng_key=k_run)
-
-        def _step(s, _):
-            s = sample_kernel(s, model_args=args, model_kwargs=kwargs)
-            return s, s.z
-
-        _, zs = lax.scan(_step, state, None, length=WARMUP + L * THIN)
-        zs = jax.tree.map(lambda a: a[WARMUP::THIN], zs)
-        return jax.vmap(info.postprocess_fn(*args, **kwargs))(zs)
-
-    run = jax.jit(jax.vmap(one))
+    run = replicated_nuts(model, (obs0, lengths), {"prior": prior0},
+                          num_warmup=WARMUP, num_draws=L, thin=THIN)
 
     def sample(key, obs, priors):
-        return run(jax.random.split(key, R), jnp.asarray(obs), priors)
+        return run(key, (jnp.asarray(obs), jnp.broadcast_to(lengths, (R, N_SEQ))),
+                   {"prior": priors})
 
     return sample
 
 
 def _sbc_data(rng, conc_b):
-    truths, data = [], []
-    for _ in range(R):
-        pi = rng.dirichlet(np.ones(2))
-        A = rng.dirichlet(np.ones(2), size=2)
-        B = np.stack([rng.dirichlet(conc_b[i]) for i in range(2)])
-        truths.append([pi[0], A[0, 0], A[1, 1], B[0, 0], B[1, 1]])
-        data.append(_simulate(rng, pi, A, B, N_SEQ, T_SBC))
-    return np.array(truths), np.stack(data)
+    return simulate_categorical_hmm(rng, conc_b, R, N_SEQ, T_SBC)
 
 
 def test_simulation_based_calibration(vmapped_nuts, numpyro_broadcasting):
@@ -357,14 +313,9 @@ def test_simulation_based_calibration(vmapped_nuts, numpyro_broadcasting):
     ess = np.array([[float(effective_sample_size(draws[r, None, :, j]))
                      for j in range(5)] for r in range(R)])
     assert np.median(ess) > 0.5 * L
-    ranks = np.sum(draws < truths[:, None, :], axis=1)  # (R, 5) in 0..L
-    bins = 10
-    counts = np.stack([np.bincount(ranks[:, j] * bins // (L + 1), minlength=bins)
-                       for j in range(5)])
-    p_each = [stats.chisquare(c).pvalue for c in counts]
-    p_pooled = stats.chisquare(counts.sum(0)).pvalue
-    assert min(p_each) > 0.01 / 5, p_each  # Bonferroni over the 5 parameters
-    assert p_pooled > 0.01, p_pooled
+    res = sbc_rank_test(draws, truths, bins=10)
+    assert res.p_min_bonferroni > 0.01, res.p_each  # Bonferroni over 5 parameters
+    assert res.p_pooled > 0.01, res.p_pooled
 
 
 def test_concentrated_prior_posterior_recovers_the_prior(vmapped_nuts,

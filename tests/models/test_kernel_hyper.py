@@ -1,10 +1,10 @@
 """Kernel hyperparameter model: evidence, KL, degree marginalisation, LOO, SBC."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 from numpyro import handlers
 from numpyro.infer.util import log_density
@@ -24,6 +24,7 @@ from bayeskde.models.kernel_hyper import (
     prepare_kernel_hyper_data,
     top_singular_pair,
 )
+from bayeskde.sbc import replicated_nuts, sbc_rank_test, simulate_kernel_gp_part
 from tests.conftest import X64
 
 RTOL = 1e-8 if X64 else 2e-3
@@ -198,64 +199,35 @@ def test_posterior_over_gamma_x_equals_grid_posterior(key):
     assert abs(draws.std() - sd) < 0.1 * sd
 
 
-def _sbc_model(Dx2, Y, prior):
-    """R independent replications of the GP part of the model (d1 = d2 = 1, no
-    KL factor): a proper generative model, so SBC applies. The same priors and
-    :func:`degree_terms` as :func:`kernel_hyper_model`, vectorised over
-    replications so that one compilation serves them all."""
-    R = Y.shape[0]
-    names = ("gamma_x", "ridge", "amplitude")
-    with numpyro.plate("replication", R):
-        logs = [numpyro.sample(f"log_{n}", dist.Normal(
-            getattr(prior, f"log_{n}_loc"), getattr(prior, f"log_{n}_scale")))
-            for n in names]
-
-    def one(y, lg, lr, la):
-        data = KernelHyperData(Dx2, Dx2, y, jnp.zeros(y.shape[1], y.dtype))
-        one_ = jnp.ones((), y.dtype)
-        terms = degree_terms(data, jnp.exp(lg), one_, jnp.exp(lr), jnp.exp(la), prior)
-        return terms.log_joint[0, 0]
-
-    numpyro.factor("marginal", jnp.sum(jax.vmap(one)(Y, *logs)))
-
-
 def test_simulation_based_calibration_of_the_gp_part(key):
     """SBC (Talts et al. 2018) on the exact part of the model: degrees fixed at 1
-    and no KL factor, so data drawn from the prior predictive are the model's."""
-    R, m, L = 24, 10, 19
+    and no KL factor, so data drawn from the prior predictive are the model's.
+    One NUTS chain per replication (``bayeskde.sbc.replicated_nuts``), thinned by
+    2; ranks in 4 bins, chi-square per parameter (Bonferroni) and pooled.
+    ``bench/sbc.py`` runs the same check with 200 replications."""
+    R, m, L = 40, 10, 39
     x = np.linspace(0, 1, m)[:, None]
-    Dx2 = jnp.asarray((x - x.T) ** 2)
+    Dx2 = (x - x.T) ** 2
     prior = KernelHyperPrior(max_degree_x=1, max_degree_y=1, kl_temperature=0.0,
                              log_gamma_x_loc=1.0, log_gamma_x_scale=0.5,
                              log_ridge_loc=np.log(0.1), log_ridge_scale=0.5,
                              log_amplitude_loc=0.0, log_amplitude_scale=0.5,
                              log_gamma_y_loc=0.0, log_gamma_y_scale=0.5)
+    k_sim, k_mcmc = jax.random.split(key)
+    theta, Y = simulate_kernel_gp_part(k_sim, Dx2, prior, R)
+    dt = jnp.zeros(()).dtype
+    data = KernelHyperData(jnp.asarray(np.broadcast_to(Dx2, (R, m, m)), dt),
+                           jnp.asarray(np.broadcast_to(Dx2, (R, m, m)), dt),
+                           jnp.asarray(Y, dt), jnp.zeros((R, 1), dt))
+    one = jax.tree.map(lambda a: a[0], data)
+    sample = replicated_nuts(partial(kernel_hyper_model, prior=prior), (one,),
+                             num_warmup=200, num_draws=L, thin=2)
+    post = sample(k_mcmc, (data,))
     names = ("gamma_x", "ridge", "amplitude")
-    k_theta, k_y, k_mcmc = jax.random.split(key, 3)
-    theta = {
-        n: getattr(prior, f"log_{n}_loc") + getattr(prior, f"log_{n}_scale")
-        * np.asarray(jax.random.normal(jax.random.fold_in(k_theta, i), (R,)))
-        for i, n in enumerate(names)
-    }
-    z = np.asarray(jax.random.normal(k_y, (R, m)))
-    Y = np.empty((R, m, 1))
-    for r in range(R):
-        S = np.exp(theta["amplitude"][r]) * (
-            np.exp(-np.exp(theta["gamma_x"][r]) * np.asarray(Dx2))
-            + np.exp(theta["ridge"][r]) * np.eye(m))
-        Y[r, :, 0] = np.linalg.cholesky(S) @ z[r]
-    mcmc = run_nuts(k_mcmc, _sbc_model, Dx2, jnp.asarray(Y), prior,
-                    num_warmup=300, num_samples=10 * L, num_chains=1,
-                    progress_bar=False)
-    samples = mcmc.get_samples()
-    ranks = []
-    for r in range(R):
-        for n in names:
-            post = np.asarray(samples[f"log_{n}"])[::10, r]
-            ranks.append(int(np.sum(post < theta[n][r])))
-    counts = np.bincount(np.asarray(ranks) // 5, minlength=4)
-    p = stats.chisquare(counts).pvalue
-    assert p > 0.01, (counts, p)
+    draws = np.stack([np.asarray(post[f"log_{n}"]) for n in names], -1)
+    assert draws.shape == (R, L, 3)
+    res = sbc_rank_test(draws, np.stack([theta[n] for n in names], -1), bins=4)
+    assert res.p_min_bonferroni > 0.01 and res.p_pooled > 0.01, res
 
 
 @pytest.mark.parametrize(
