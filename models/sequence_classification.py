@@ -38,7 +38,11 @@ block one size, so each EM configuration compiles once. Gaussian LMMKs are exact
 (eq. 31): the emission part is linear in ``e^-lam``, so two exact matrices (at
 ``lam = inf`` and ``lam = 0``) give it for every ``lam``.
 
-Accuracy is mean ± standard error over stratified outer folds. The JSON records
+Accuracy is mean ± standard error over stratified outer folds. ``--seeds S``
+repeats the whole experiment for seeds ``--seed .. --seed + S - 1`` (new data and
+new folds each) and adds, per task, every method's mean accuracy ± standard
+error over seeds and the paired differences ``lmmk_select - fisher`` and
+``lmmk_select - bayes`` (mean ± SE over seeds, seeds won/tied/lost). The JSON records
 each fold's chosen setting as a dict (``lam`` infinite is the string ``"inf"``,
 the delta-kernel limit; ``nu: null`` means no RBF map). Run ``python
 models/sequence_classification.py`` (17 minutes on a loaded 2-core machine,
@@ -284,14 +288,12 @@ def run_task(key, data, emission, states, n_folds, seed):
     return acc, chosen
 
 
-def main(argv=None):
-    args = parse_args(NAME, __doc__.splitlines()[0], argv=argv)
-    enable_x64()
-    timer = Timer()
+def run_seed(seed, quick, timer):
+    """Every task for one seed: its own data draw and its own outer folds."""
     # n per class a multiple of the fold count: every training block one size
-    n, folds, length = (18, 3, 60) if args.quick else (60, 5, 80)
-    states = (3,) if args.quick else (3, 6)
-    key = jax.random.key(args.seed)
+    n, folds, length = (18, 3, 60) if quick else (60, 5, 80)
+    states = (3,) if quick else (3, 6)
+    key = jax.random.key(seed)
     k_cat, k_gau, k_dna, k_run = jax.random.split(key, 4)
     tasks = {
         "hmm_categorical": (make_hmm_classification(k_cat, n, length,
@@ -301,30 +303,95 @@ def main(argv=None):
                                                  noise=0.6), "gaussian"),
         "exon_intron": (make_exon_intron(k_dna, n, length), "categorical"),
     }
-    if args.quick:
+    if quick:
         del tasks["hmm_gaussian"]
     results, rows = {}, []
     for name, (data, emission) in tasks.items():
         k_run, sub = jax.random.split(k_run)
-        acc, chosen = run_task(sub, data, emission, states, folds, args.seed)
+        acc, chosen = run_task(sub, data, emission, states, folds, seed)
         results[name] = {m: summarise(v) for m, v in acc.items()}
         results[name]["chosen"] = chosen
         rows.append([name] + [fmt(results[name][m]["mean"], results[name][m]["se"], 3)
                               for m in METHODS])
-        print(f"{name}: done ({timer():.0f} s); settings chosen per outer fold:",
-              flush=True)
+        print(f"seed {seed} {name}: done ({timer():.0f} s); settings chosen per "
+              "outer fold:", flush=True)
         for m, settings in chosen.items():
             print(f"  {m:12s} " + " | ".join(_describe(c) for c in settings))
-    print_table(f"Accuracy (mean ± SE over {folds} folds, {2 * n} sequences of length "
-                f"{length} per task; lmmk_class's inner CV is optimistic, "
-                "lmmk_select's is not)", ["task", *METHODS], rows)
-    payload = {"name": NAME, "seed": args.seed, "quick": args.quick,
-               "n_per_class": n, "folds": folds, "length": length,
-               "states": list(states),
-               "lams": ["inf" if math.isinf(v) else v for v in LAMS],
-               "nus": list(NUS), "cs": list(CS), "results": results,
-               "seconds": timer()}
-    write_json(args.out, payload)
+    print_table(f"Seed {seed}: accuracy (mean ± SE over {folds} folds, {2 * n} "
+                f"sequences of length {length} per task; lmmk_class's inner CV is "
+                "optimistic, lmmk_select's is not)", ["task", *METHODS], rows)
+    config = {"n_per_class": n, "folds": folds, "length": length,
+              "states": list(states)}
+    return results, config
+
+
+# The issue's claim compares the principled LMMK with the two baselines.
+PAIRS = (("lmmk_select", "fisher"), ("lmmk_select", "bayes"))
+
+
+def summarise_seeds(per_seed):
+    """Across seeds (each seed: new data and new folds), per task: the mean of
+    every method's per-seed accuracy with its standard error over seeds, and the
+    paired differences of :data:`PAIRS` (per seed, then mean ± SE over seeds),
+    with how many seeds each side won."""
+    tasks = next(iter(per_seed.values())).keys()
+    out = {}
+    for task in tasks:
+        acc = {m: [per_seed[s][task][m]["mean"] for s in per_seed] for m in METHODS}
+        entry = {m: summarise(v) for m, v in acc.items()}
+        for a, b in PAIRS:
+            d = np.subtract(acc[a], acc[b])
+            entry[f"{a}-{b}"] = {**summarise(d), "wins": int(np.sum(d > 0)),
+                                 "ties": int(np.sum(d == 0)),
+                                 "losses": int(np.sum(d < 0))}
+        out[task] = entry
+    return out
+
+
+def _config_payload(args, config):
+    return {"name": NAME, "quick": args.quick, **config,
+            "lams": ["inf" if math.isinf(v) else v for v in LAMS],
+            "nus": list(NUS), "cs": list(CS)}
+
+
+def main(argv=None):
+    args = parse_args(
+        NAME, __doc__.splitlines()[0], argv=argv,
+        add_arguments=lambda p: p.add_argument(
+            "--seeds", type=int, default=1,
+            help="run seeds --seed, ..., --seed + SEEDS - 1 (new data and folds "
+            "each) and report mean ± SE over seeds and the paired differences "
+            "lmmk_select - fisher and lmmk_select - bayes (default 1)"),
+    )
+    if args.seeds < 1:
+        raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")
+    enable_x64()
+    timer = Timer()
+    if args.seeds == 1:
+        results, config = run_seed(args.seed, args.quick, timer)
+        payload = {**_config_payload(args, config), "seed": args.seed,
+                   "results": results, "seconds": timer()}
+        write_json(args.out, payload)
+        print(f"wrote {args.out} ({timer():.0f} s)")
+        return
+    per_seed = {}
+    for seed in range(args.seed, args.seed + args.seeds):
+        per_seed[seed], config = run_seed(seed, args.quick, timer)
+        summary = summarise_seeds(per_seed)
+        # Written after every seed, so that an interrupted run keeps its seeds.
+        write_json(args.out, {**_config_payload(args, config),
+                              "seeds": list(per_seed), "summary": summary,
+                              "per_seed": per_seed, "seconds": timer()})
+    rows = [[task] + [fmt(s[m]["mean"], s[m]["se"], 3) for m in METHODS]
+            for task, s in summary.items()]
+    print_table(f"Accuracy over {args.seeds} seeds (mean ± SE over seeds of each "
+                "seed's mean over its outer folds)", ["task", *METHODS], rows)
+    rows = [[task] + [f"{fmt(s[k]['mean'], s[k]['se'], 3)} "
+                      f"({s[k]['wins']}/{s[k]['ties']}/{s[k]['losses']})"
+                      for k in (f"{a}-{b}" for a, b in PAIRS)]
+            for task, s in summary.items()]
+    print_table("Paired differences over seeds (mean ± SE; seeds won/tied/lost)",
+                ["task", *(f"{a} - {b}" for a, b in PAIRS)], rows)
     print(f"wrote {args.out} ({timer():.0f} s)")
 
 

@@ -462,6 +462,25 @@ def test_feature_maps_converge_to_exact(gauss_exact):
     assert taylor_err[-1] < (1e-6 if X64 else 1e-4)
 
 
+def test_rff_latent_features_equal_float64_definition(gauss_brute):
+    # Eq. (30) with random Fourier features, computed in float64 NumPy from the
+    # brute-force posteriors; the library computes the sines and cosines in
+    # float32 (see continuous_latent_features), which must stay within 1e-5.
+    k = LatentMeanMapKernel(2, "gaussian", lam=0.5, gamma=0.5, key=jax.random.key(4),
+                            feature_map="rff", n_features=64).fit(
+        None, params=_gauss_hmm())
+    f = k.features(GAUSS_SEQS)
+    omega = np.asarray(k.omega_, np.float64)
+    for i, (x, (gamma, _, _)) in enumerate(zip(GAUSS_SEQS, gauss_brute,
+                                               strict=True)):
+        z = np.asarray(jnp.asarray(x), np.float64) @ omega
+        phi = np.concatenate([np.cos(z), np.sin(z)], 1) / math.sqrt(64)
+        want = gamma.T @ phi / len(x)
+        np.testing.assert_allclose(f.emission[i], want, rtol=0,
+                                   atol=1e-5 * np.abs(want).max())
+    assert f.emission.dtype == jnp.zeros(()).dtype
+
+
 def test_lmmk_lambda_infinity_is_length_normalised_fisher(cat_fisher):
     p = _cat_hmm()
     k = LatentMeanMapKernel(2, lam=float("inf"), key=jax.random.key(0))

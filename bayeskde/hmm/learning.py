@@ -214,7 +214,8 @@ def _batch_emit(emission):
 
     Symbols need no exponential per step: the likelihood column of symbol ``m``,
     divided by its largest entry, is looked up in a table of ``N x M`` entries.
-    Gaussian factors are computed once, outside the scan.
+    Gaussian factors are computed once, outside the scan, and each step's
+    observations arrive feature-major, ``(D, B)``.
     """
     if isinstance(emission, CategoricalEmission):
         top = jnp.max(emission.log_probs, axis=0)
@@ -228,8 +229,8 @@ def _batch_emit(emission):
         return _emit
     log_density = _gaussian_log_density_fn(emission)
 
-    def _emit(obs, m):
-        return _emit_log_likelihoods(log_density(obs).T, m)
+    def _emit(obs, m):  # obs: (D, B), feature-major (see _batch_smooth)
+        return _emit_log_likelihoods(log_density(obs), m)
 
     return _emit
 
@@ -248,8 +249,10 @@ def _batch_smooth(params, obs, mask, xi):
     obs = obs.astype(dtype) if floats else obs
     initial = jnp.exp(params.log_initial)
     transition = jnp.exp(params.log_transition)
+    # Vectors go feature-major, (T_max, D, B), the layout of the Gaussian step.
+    xs = obs if obs.ndim == 2 else jnp.swapaxes(obs, 1, 2)
     alphas, log_lik = _forward_scan(
-        initial, transition, _batch_emit(params.emission), obs, mask
+        initial, transition, _batch_emit(params.emission), xs, mask
     )
     gamma, acc = _backward_scan(initial, transition, alphas, mask, xi)
     return gamma, acc, log_lik, transition

@@ -12,6 +12,7 @@ from bayeskde.hmm import (
     emission_log_likelihoods,
     gaussian_log_likelihoods,
 )
+from bayeskde.hmm.emissions import _gaussian_log_density_fn
 from tests.conftest import X64
 
 RTOL = 1e-10 if X64 else 2e-5
@@ -46,6 +47,35 @@ def test_gaussian_matches_scipy(rng, covariance):
     )
     np.testing.assert_allclose(got, want, rtol=RTOL)
     np.testing.assert_allclose(emission_log_likelihoods(em, obs), want, rtol=RTOL)
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_feature_major_scan_density_matches_scipy(rng, covariance, offset):
+    # The whitened, feature-major form used inside the batched scans; a common
+    # offset of data and means (1e3 standard deviations) must cost no precision.
+    n, d, t = 3, 2, 7
+    means = rng.normal(scale=3.0, size=(n, d)) + offset
+    if covariance == "full":
+        L = rng.normal(size=(n, d, d))
+        covs = L @ np.swapaxes(L, 1, 2) + 0.5 * np.eye(d)
+    else:
+        covs = rng.uniform(0.3, 2.0, size=(n, d))
+    obs = means[rng.integers(0, n, size=t)] + rng.normal(size=(t, d))
+    dtype = jnp.result_type(float)
+    # The reference sees the same rounded inputs as the library.
+    means, covs, obs = (np.asarray(jnp.asarray(a, dtype), np.float64)
+                        for a in (means, covs, obs))
+    if covariance == "diag":
+        dense = np.stack([np.diag(c) for c in covs])
+    else:
+        dense = covs
+    em = GaussianEmission(jnp.asarray(means, dtype), jnp.asarray(covs, dtype))
+    got = _gaussian_log_density_fn(em)(jnp.asarray(obs, dtype).T).T
+    want = np.stack(
+        [multivariate_normal(means[i], dense[i]).logpdf(obs) for i in range(n)], 1
+    )
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL)
 
 
 def test_dispatch_rejects_other_types():

@@ -87,6 +87,30 @@ def test_batch_posteriors_equal_per_sequence(key, emission):
     assert _batch_posteriors_jit._cache_size() == before
 
 
+def test_batch_gaussian_long_sequence_finite(key):
+    # T = 10^5 with outliers (likelihoods ~e^-10^5 in every state) and a padded
+    # second sequence: finite, normalised, equal to the unbatched posteriors. Full
+    # covariances: the whitening matrix product (the diagonal case is a special
+    # case of it, checked against scipy in test_emissions).
+    params = _params("gaussian", "full")
+    t = 100_000
+    obs = np.array(sample_hmm(key, params, 1, t).observations[0])
+    obs[::997] += 300.0
+    padded, lens = pad_sequences([obs, obs[:10]])
+    post = batch_posteriors(params, padded, lens)
+    gamma = np.asarray(post.gamma[0])
+    assert np.all(np.isfinite(gamma)) and np.all(np.isfinite(post.log_likelihood))
+    np.testing.assert_allclose(gamma.sum(1), 1.0, atol=1e-12 if X64 else 1e-5)
+    np.testing.assert_allclose(float(post.xi[0].sum()), t - 1,
+                               rtol=1e-9 if X64 else 1e-3)
+    ll = emission_log_likelihoods(params.emission, jnp.asarray(obs))
+    one = forward_backward(params.log_initial, params.log_transition, ll)
+    # The per-step rounding of the two emission forms accumulates over 10^5 steps.
+    np.testing.assert_allclose(post.log_likelihood[0], one.log_likelihood,
+                               rtol=1e-12 if X64 else 1e-5)
+    np.testing.assert_allclose(gamma, one.gamma, atol=1e-8 if X64 else 1e-3)
+
+
 def _brute_loglik(params, obs):
     n = params.log_initial.shape[0]
     ll = np.asarray(emission_log_likelihoods(params.emission, obs), np.float64)
