@@ -4,14 +4,16 @@ from .hmm import BayesianHMMPrior as BayesianHMMPrior
 from .hmm import HMMSequences as HMMSequences
 from .hmm import bayesian_hmm_model as bayesian_hmm_model
 from .hmm import check_hmm_data as check_hmm_data
-from .hmm import hmm_draws as hmm_draws
 from .hmm import hmm_sequence_log_likelihoods as hmm_sequence_log_likelihoods
-from .hmm import (
+from .hmm_kernels import (
     posterior_generative_mean_map_gram as posterior_generative_mean_map_gram,
 )
-from .hmm import posterior_latent_mean_map_gram as posterior_latent_mean_map_gram
-from .hmm import relabel_draws as relabel_draws
-from .hmm import relabel_samples as relabel_samples
+from .hmm_kernels import (
+    posterior_latent_mean_map_gram as posterior_latent_mean_map_gram,
+)
+from .hmm_relabel import hmm_draws as hmm_draws
+from .hmm_relabel import relabel_draws as relabel_draws
+from .hmm_relabel import relabel_samples as relabel_samples
 from .kde import LIKELIHOODS as LIKELIHOODS
 from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
 from .kde import BayesianKDEPrior as BayesianKDEPrior

@@ -44,7 +44,8 @@ from bayeskde.models import (
     relabel_draws,
     relabel_samples,
 )
-from bayeskde.models import hmm as hmm_module
+from bayeskde.models import hmm_kernels as kernels_module
+from bayeskde.models import hmm_relabel as draws_module
 from bayeskde.sbc import replicated_nuts, sbc_rank_test, simulate_categorical_hmm
 from tests.conftest import X64
 
@@ -454,7 +455,7 @@ def test_lmmk_is_invariant_to_label_switching(rng):
     seqs = _sequences(rng, "categorical", 6)
     perms = np.stack([np.array([2, 0, 1]), np.array([1, 2, 0]), np.array([0, 2, 1])])
     draws = _stack([theta, *close])
-    switched = hmm_module._permute(draws, perms)
+    switched = draws_module._permute(draws, perms)
     for average in ("kernel", "features"):
         K1 = posterior_latent_mean_map_gram(draws, seqs, average=average, **_KW)
         K2 = posterior_latent_mean_map_gram(switched, seqs, average=average, **_KW)
@@ -474,7 +475,7 @@ def test_relabel_draws_undoes_random_permutations(rng):
              for t in noisy]
     draws = _stack(noisy)
     perms = np.stack([rng.permutation(3) for _ in range(20)])
-    scrambled = hmm_module._permute(draws, perms)
+    scrambled = draws_module._permute(draws, perms)
     aligned, found = relabel_draws(scrambled, base)
     for leaf_a, leaf_d in zip(jax.tree.leaves(aligned), jax.tree.leaves(draws),
                               strict=True):
@@ -483,7 +484,7 @@ def test_relabel_draws_undoes_random_permutations(rng):
                                   np.tile(np.arange(3), (20, 1)))
     # without a reference: the labelling of the first draw
     aligned2, _ = relabel_draws(scrambled)
-    first = hmm_module._permute(draws, np.tile(perms[0], (20, 1)))
+    first = draws_module._permute(draws, np.tile(perms[0], (20, 1)))
     np.testing.assert_array_equal(np.asarray(aligned2.emission.means),
                                   np.asarray(first.emission.means))
     # the sample-dict form permutes every state axis, leading axes kept
@@ -504,11 +505,11 @@ def test_posterior_lmmk_does_not_recompile(rng):
     seqs = _sequences(rng, "categorical", 6)
     posterior_latent_mean_map_gram(_stack([_categorical_params(rng)] * 3), seqs,
                                    **_KW)
-    size = hmm_module._posterior_lmmk._cache_size()
+    size = kernels_module._posterior_lmmk._cache_size()
     draws = _stack([_categorical_params(rng) for _ in range(3)])
     posterior_latent_mean_map_gram(draws, _sequences(rng, "categorical", 6),
                                    lam=2.0, chunk=2)
-    assert hmm_module._posterior_lmmk._cache_size() == size
+    assert kernels_module._posterior_lmmk._cache_size() == size
 
 
 def test_posterior_gmmk_identical_draws_and_mixture(rng):
