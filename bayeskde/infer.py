@@ -306,9 +306,13 @@ def plot_trace(idata, path: str | Path, var_names=None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
+    return _save_axes(az.plot_trace(idata, var_names=var_names, compact=True), path)
+
+
+def _save_axes(axes, path) -> Path:
+    """Save the figure of an ArviZ axes array as a PNG and close it."""
     import matplotlib.pyplot as plt
 
-    axes = az.plot_trace(idata, var_names=var_names, compact=True)
     fig = np.asarray(axes).ravel()[0].figure
     fig.tight_layout()
     path = Path(path)
@@ -325,21 +329,12 @@ def plot_ppc(idata, path: str | Path, var_names=None, num_pp_samples=100) -> Pat
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     for group in ("posterior_predictive", "observed_data"):
         if group not in idata.groups():
             raise ValueError(f"plot_ppc needs the {group} group; idata has "
                              f"{list(idata.groups())}")
-    axes = az.plot_ppc(idata, var_names=var_names, num_pp_samples=num_pp_samples,
-                       random_seed=0)
-    fig = np.asarray(axes).ravel()[0].figure
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save_axes(az.plot_ppc(idata, var_names=var_names,
+                                  num_pp_samples=num_pp_samples, random_seed=0), path)
 
 
 def psis_log_weights(log_weights, reff: float = 1.0):

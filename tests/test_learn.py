@@ -259,3 +259,21 @@ def test_bma_predictive_follows_the_mixture_over_kernel_draws(key):
         # the mode sits where the mixture density is within a factor 3 of its peak
         near = mix[j][np.argmin(np.abs(grid - pred.mode[j, 0]))]
         assert near > mix[j].max() / 3, j
+
+
+def test_plots_are_written_and_ppc_needs_its_groups(tmp_path, rng):
+    """ArviZ plots through bayeskde.infer: PNG files; a PPC without the
+    posterior_predictive group is refused with the reason."""
+    import arviz as az
+
+    from bayeskde.infer import plot_ppc, plot_trace
+
+    idata = az.from_dict(posterior={"a": rng.normal(size=(2, 50))},
+                         posterior_predictive={"y": rng.normal(size=(2, 50, 10))},
+                         observed_data={"y": rng.normal(size=10)})
+    for path in (plot_trace(idata, tmp_path / "t.png"),
+                 plot_ppc(idata, tmp_path / "p.png")):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="posterior_predictive"):
+        plot_ppc(az.from_dict(posterior={"a": rng.normal(size=(2, 50))}),
+                 tmp_path / "q.png")
