@@ -60,7 +60,7 @@ from bayeskde.models import (  # noqa: E402
     bayesian_kde_grid_model,
     kde_spectra,
 )
-from bayeskde.models.kde import _pseudo_prior  # noqa: E402
+from bayeskde.models.kde_grid import _pseudo_prior  # noqa: E402
 
 PARAMS = ("log_ridge_std", "log_ridge_avg")
 

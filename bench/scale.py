@@ -27,6 +27,15 @@ resident memory (``ru_maxrss``) belongs to that size alone:
   gamma)`` + ``Ridge(alpha=m ridge, fit_intercept=False)``: the same Nystroem
   estimator at the same rank.
 
+Bayesian KDE evidence (``--evidence-centers`` M_e, default 300; 0 skips it), in
+a child process of its own: ``kde_spectra(solver="nystroem")`` on 5 widths around
+sqrt(1 / (2 gamma)) with the standardised target as the one output coordinate
+(the linear output kernel), its time (``evidence_spectra_s``, O(G m M_e^2)), the
+median time of one gradient of the grid model's log density
+(``evidence_grad_ms``, O(G M_e p)), and for m <= ``--evidence-exact-max``
+(default 3000) the posterior against exact spectra (``evidence_max_abs_diff_p_
+sigma``, ``evidence_mean_log_ridge_diff_in_sd``).
+
 Times are medians of ``--repeats`` runs after one warm-up call (bayeskde's
 compile time is reported apart). Every run is float64 unless ``--float32``.
 One JSON line per size, then a summary line with the log-log slope of time against
@@ -179,6 +188,79 @@ def run_one(args) -> dict:
     return row
 
 
+def run_evidence(args) -> dict:
+    """The Bayesian KDE grid evidence on Nystroem spectra at this m (a child of
+    its own, so its peak memory is apart): precomputation and gradient times,
+    and for m <= ``--evidence-exact-max`` the posterior against exact spectra."""
+    import jax
+
+    if not args.float32:
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from numpyro.infer.util import log_density
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    from bayeskde.models import (
+        BayesianKDEGridPrior,
+        bayesian_kde_grid_model,
+        kde_grid_log_joint,
+        kde_spectra,
+    )
+
+    m = args.m
+    X, y, _, _ = data(m, args.seed)
+    M = min(args.evidence_centers, m)
+    idx = np.random.RandomState(args.seed).permutation(m)[:M]
+    T = (y - y.mean())[:, None]  # the linear output kernel's one KPCA coordinate
+    sig = np.sqrt(0.5 / args.gamma) * np.array([0.5, 0.7, 1.0, 1.4, 2.0])
+    D2c = euclidean_distances(X, X[idx], squared=True)
+
+    def spectra():
+        sp = kde_spectra(D2c, T, sig, solver="nystroem", centers=idx)
+        return jax.block_until_ready(sp)
+
+    first, wall, _, sp = _timed(spectra, 1)
+    prior = BayesianKDEGridPrior()
+
+    @jax.jit
+    def potential(z):
+        return log_density(bayesian_kde_grid_model, (sp, prior, "shared"), {},
+                           {"log_ridge_std": z})[0]
+
+    grad = jax.jit(jax.grad(potential))
+    z = jnp.zeros(len(sig))
+    jax.block_until_ready(grad(z))
+    times = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        jax.block_until_ready(grad(z))
+        times.append(time.perf_counter() - t0)
+    out = {"n_centers": M, "grid": len(sig), "spectra_s": round(wall, 3),
+           "spectra_compile_s": round(max(first - wall, 0.0), 3),
+           "grad_ms": round(1e3 * statistics.median(times), 3)}
+    lr = np.linspace(-16.0, 0.0, 161)
+    lj = np.asarray(kde_grid_log_joint(sp, lr), np.float64)
+    P = np.exp(lj - lj.max())
+    P /= P.sum()
+    out["map_sigma"] = float(sig[np.argmax(P.sum(1))])
+    out["post_mean_log_ridge"] = float((P.sum(0) * lr).sum())
+    if m <= args.evidence_exact_max:
+        D2 = euclidean_distances(X, squared=True)
+        t0 = time.perf_counter()
+        ex = jax.block_until_ready(kde_spectra(D2, T, sig))
+        out["exact_spectra_s"] = round(time.perf_counter() - t0, 3)
+        le = np.asarray(kde_grid_log_joint(ex, lr), np.float64)
+        Q = np.exp(le - le.max())
+        Q /= Q.sum()
+        mean = float((Q.sum(0) * lr).sum())
+        sd = float(np.sqrt((Q.sum(0) * lr**2).sum() - mean**2))
+        out["exact_post_mean_log_ridge"] = mean
+        out["max_abs_diff_p_sigma"] = float(np.max(np.abs(P.sum(1) - Q.sum(1))))
+        out["mean_log_ridge_diff_in_sd"] = (out["post_mean_log_ridge"] - mean) / sd
+    out["peak_rss_mb"] = _peak_mb()[0]
+    return out
+
+
 def _slope(rows, key):
     pts = [(r["m"], r[key]) for r in rows if r.get(key)]
     if len(pts) < 2:
@@ -193,6 +275,8 @@ def summary(rows, args) -> dict:
         "slope_bayeskde": _slope(rows, "bayeskde_s"),
         "slope_exact": _slope(rows, "exact_s"),
         "slope_sklearn": _slope(rows, "sklearn_s"),
+        "slope_evidence_spectra": _slope(rows, "evidence_spectra_s"),
+        "slope_evidence_grad": _slope(rows, "evidence_grad_ms"),
         "sizes": [r["m"] for r in rows],
         "n_centers": args.n_centers,
     }
@@ -236,10 +320,16 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--float32", action="store_true")
     p.add_argument("--out", default=None, help="also write the JSON lines here")
+    p.add_argument("--evidence-centers", type=int, default=300,
+                   help="Nystroem centres of the Bayesian KDE evidence (0: skip)")
+    p.add_argument("--evidence-exact-max", type=int, default=3000,
+                   help="compare the evidence with exact spectra up to this m")
     p.add_argument("--m", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--evidence-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.m is not None:  # child: one size
-        print(json.dumps(run_one(args)), flush=True)
+        out = run_evidence(args) if args.evidence_only else run_one(args)
+        print(json.dumps(out), flush=True)
         return
     if args.quick:
         args.sizes, args.n_centers, args.repeats = [500, 1000, 2000], 100, 1
@@ -256,6 +346,14 @@ def main(argv=None):
             row = {"m": m, "error": proc.stderr[-2000:]}
         else:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
+            if args.evidence_centers > 0:
+                ev = subprocess.run(cmd + ["--evidence-only"], capture_output=True,
+                                    text=True)
+                if ev.returncode != 0:
+                    row["evidence_error"] = ev.stderr[-2000:]
+                else:
+                    last = json.loads(ev.stdout.strip().splitlines()[-1])
+                    row.update({f"evidence_{k}": v for k, v in last.items()})
             rows.append(row)
         lines.append(json.dumps(row))
         print(lines[-1], flush=True)

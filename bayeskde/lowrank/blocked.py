@@ -103,37 +103,52 @@ def pad_rows(X, block_size):
     return Xp.reshape((nb, block_size) + X.shape[1:]), mask.reshape(nb, block_size)
 
 
+def scan_sum(fn, init, blocks):
+    """sum_b fn(*block_b) over pre-blocked arrays (leading axis: blocks) by a
+    ``lax.scan``; ``init`` is the zero of fn's output pytree."""
+    def _step(acc, blk):
+        return jax.tree.map(jnp.add, acc, fn(*blk)), None
+
+    return jax.lax.scan(_step, init, blocks)[0]
+
+
+def block_sum(fn, init, block_size, *rows):
+    """sum over row blocks of ``fn(mask, *row_blocks)``: the rows of every array in
+    ``rows`` are cut into blocks of ``block_size`` (padded; ``mask`` is 1 on real
+    rows, 0 on padding, for ``fn`` to apply). Memory: one block's intermediates."""
+    mask = pad_rows(rows[0], block_size)[1]
+    return scan_sum(fn, init, (mask, *(pad_rows(r, block_size)[0] for r in rows)))
+
+
+def block_map(fn, X, block_size):
+    """``fn(X)`` computed block by block of rows (a ``lax.map``); ``fn`` must act
+    on rows independently. ``block_size=None`` (or >= n) applies it at once."""
+    if block_size is None or block_size >= X.shape[0]:
+        return fn(X)
+    out = jax.lax.map(fn, pad_rows(X, block_size)[0])
+    return out.reshape((-1,) + out.shape[2:])[: X.shape[0]]
+
+
 def matmul_core(spec, theta, X, Z, V, block_size):
     """K(X, Z) @ V, blocked over the rows of X (unvalidated core)."""
-    if block_size is None or block_size >= X.shape[0]:
-        return gram_fn(spec, theta, X, Z) @ V
-    Xb, _ = pad_rows(X, block_size)
-    out = jax.lax.map(lambda xb: gram_fn(spec, theta, xb, Z) @ V, Xb)
-    return out.reshape((-1,) + out.shape[2:])[: X.shape[0]]
+    return block_map(lambda xb: gram_fn(spec, theta, xb, Z) @ V, X, block_size)
 
 
 def rmatmul_core(spec, theta, X, Z, U, block_size):
     """K(X, Z)^T @ U accumulated over row blocks of X (unvalidated core)."""
     if block_size is None or block_size >= X.shape[0]:
         return gram_fn(spec, theta, X, Z).T @ U
-    Xb, mask = pad_rows(X, block_size)
-    Ub, _ = pad_rows(U, block_size)
 
-    def _step(acc, blk):
-        xb, ub, mb = blk
-        return acc + gram_fn(spec, theta, xb, Z).T @ (mb[:, None] * ub), None
+    def fn(mb, xb, ub):
+        return gram_fn(spec, theta, xb, Z).T @ (mb[:, None] * ub)
 
     acc0 = jnp.zeros((Z.shape[0], U.shape[1]), U.dtype)
-    return jax.lax.scan(_step, acc0, (Xb, Ub, mask))[0]
+    return block_sum(fn, acc0, block_size, X, U)
 
 
 @functools.partial(jax.jit, static_argnames=("spec", "block_size"))
 def _gram_jit(spec, theta, X, Z, block_size):
-    if block_size is None or block_size >= X.shape[0]:
-        return gram_fn(spec, theta, X, Z)
-    Xb, _ = pad_rows(X, block_size)
-    out = jax.lax.map(lambda xb: gram_fn(spec, theta, xb, Z), Xb)
-    return out.reshape(-1, Z.shape[0])[: X.shape[0]]
+    return block_map(lambda xb: gram_fn(spec, theta, xb, Z), X, block_size)
 
 
 _matmul_jit = jax.jit(matmul_core, static_argnames=("spec", "block_size"))
@@ -143,6 +158,20 @@ _rmatmul_jit = jax.jit(rmatmul_core, static_argnames=("spec", "block_size"))
 def _check_block(block_size):
     return None if block_size is None else check_integer(
         block_size, "block_size", minimum=1)
+
+
+def check_apply_args(kernel, params, X, centers, block_size):
+    """Validate (kernel, X, block_size) for evaluating a fit on the rows of X
+    against its ``centers``: ``(spec, theta, X, block_size)``."""
+    k = resolve_vector_kernel(kernel, params)
+    X = as_float_array(X, "X", ndim=2)
+    if X.shape[1] != centers.shape[1]:
+        raise ValueError(
+            f"X must have {centers.shape[1]} features (as the centres), got shape "
+            f"{X.shape}"
+        )
+    spec, theta = split_kernel(k)
+    return spec, theta, X, _check_block(block_size)
 
 
 def _check_pair(X, Z):

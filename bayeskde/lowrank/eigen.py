@@ -30,7 +30,12 @@ from jaxtyping import Array, Float
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer
 from ..kpca import KPCAResult
-from .blocked import matmul_core, resolve_vector_kernel, split_kernel
+from .blocked import (
+    check_apply_args,
+    matmul_core,
+    resolve_vector_kernel,
+    split_kernel,
+)
 from .features import nystroem_normalizer
 from .krr import feature_scatter
 
@@ -146,14 +151,8 @@ def lowrank_kpca_transform(
 
     Cost: O(n_test M (d + p)) time, O(block_size M) memory.
     """
-    k = resolve_vector_kernel(kernel, params)
-    X = as_float_array(X, "X", ndim=2)
-    if X.shape[1] != result.centers.shape[1]:
-        raise ValueError(
-            f"X must have {result.centers.shape[1]} features, got shape {X.shape}"
-        )
-    bs = None if block_size is None else check_integer(block_size, "block_size")
-    spec, theta = split_kernel(k)
+    spec, theta, X, bs = check_apply_args(kernel, params, X, result.centers,
+                                          block_size)
     return _matmul_jit(spec, theta, X, result.centers, result.coef, bs) - \
         result.offset[None, :]
 

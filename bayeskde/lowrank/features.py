@@ -28,10 +28,11 @@ from jaxtyping import Array, Float, Int
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer, check_positive
 from .blocked import (
+    block_map,
+    check_apply_args,
     diag_fn,
     gram_fn,
     matmul_core,
-    pad_rows,
     resolve_vector_kernel,
     split_kernel,
 )
@@ -87,9 +88,7 @@ def _leverage(key, spec, theta, X, m, lam, block_size):
         Q = jsl.solve_triangular(L, gram_fn(spec, theta, xb, S).T, lower=True)
         return (diag_fn(spec, theta, xb) - jnp.sum(Q * Q, axis=0)) / lam
 
-    bs = n if block_size is None else min(block_size, n)
-    Xb, _ = pad_rows(X, bs)
-    lev = jax.lax.map(scores, Xb).reshape(-1)[:n]
+    lev = block_map(scores, X, block_size)
     logp = jnp.log(jnp.maximum(lev, jnp.finfo(X.dtype).tiny))
     # Sampling without replacement with p ~ lev: Gumbel top-k.
     return jax.lax.top_k(logp + jax.random.gumbel(k2, (n,), X.dtype), m)[1]
@@ -164,7 +163,7 @@ class NystroemMap(NamedTuple):
     normalizer: Float[Array, "n_centers n_centers"]
 
 
-def _rel_floor(dtype, m):
+def rel_floor(dtype, m):
     """Relative eigenvalue floor of K_MM: directions below it are round-off.
 
     eps M (Falkon's jitter), but at least 100 eps: in float32 a smaller floor lets
@@ -174,12 +173,18 @@ def _rel_floor(dtype, m):
     return max(eps * m, 100.0 * eps)
 
 
-def nystroem_normalizer(spec, theta, C):
-    """U S^{-1/2} with near-zero eigenvalues of K_CC dropped (pseudo-inverse)."""
-    s, U = jnp.linalg.eigh(gram_fn(spec, theta, C, C))
-    thr = _rel_floor(C.dtype, C.shape[0]) * jnp.maximum(s[-1], 1e-30)
+def normalizer_from_gram(Kcc):
+    """U S^{-1/2} from K_CC = U S U^T, near-zero eigenvalues dropped (the
+    pseudo-inverse square root). Cost O(M^3)."""
+    s, U = jnp.linalg.eigh(Kcc)
+    thr = rel_floor(Kcc.dtype, Kcc.shape[0]) * jnp.maximum(s[-1], 1e-30)
     inv = jnp.where(s > thr, 1.0 / jnp.sqrt(jnp.maximum(s, thr)), 0.0)
     return U * inv[None, :]
+
+
+def nystroem_normalizer(spec, theta, C):
+    """:func:`normalizer_from_gram` of the kernel on the centres C."""
+    return normalizer_from_gram(gram_fn(spec, theta, C, C))
 
 
 _normalizer_jit = jax.jit(nystroem_normalizer, static_argnames="spec")
@@ -221,15 +226,8 @@ def nystroem_transform(
 
     Cost: O(n M (d + M)) time, O(block_size M + n M) memory.
     """
-    k = resolve_vector_kernel(kernel, params)
-    X = as_float_array(X, "X", ndim=2)
-    if X.shape[1] != nmap.centers.shape[1]:
-        raise ValueError(
-            f"X must have {nmap.centers.shape[1]} features (as the centres), got "
-            f"shape {X.shape}"
-        )
-    bs = None if block_size is None else check_integer(block_size, "block_size")
-    spec, theta = split_kernel(k)
+    spec, theta, X, bs = check_apply_args(kernel, params, X, nmap.centers,
+                                          block_size)
     return _matmul_jit(spec, theta, X, nmap.centers, nmap.normalizer, bs)
 
 

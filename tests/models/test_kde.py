@@ -32,7 +32,8 @@ from bayeskde.models import (
     n_components_for_variance,
     scale_free_gp_logpdf,
 )
-from bayeskde.models.kde import _cov_chol, _pseudo_prior
+from bayeskde.models.kde_continuous import _cov_chol
+from bayeskde.models.kde_grid import _pseudo_prior
 from tests.conftest import X64
 
 
@@ -320,7 +321,7 @@ def test_grid_bma_equals_average_of_single_settings(rng):
 
 
 def test_kde_spectra_does_not_recompile(rng):
-    from bayeskde.models import kde as kde_models
+    from bayeskde.models import kde_eigen as kde_models
 
     _, _, D2, T = _problem(rng)
     kde_spectra(D2, T, GRID)
