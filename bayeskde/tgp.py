@@ -1,51 +1,33 @@
-"""Twin Gaussian Processes (Bo and Sminchisescu 2010), KL and HSIC criteria.
+"""Twin Gaussian Processes (Bo and Sminchisescu 2010): the estimator.
 
-A Twin GP predicts the output y of a test input x by making the output kernel of
-the training set augmented with y resemble the input kernel of the training set
-augmented with x. Both kernels are RBFs, optionally passed through a learned
+:class:`TwinGP` predicts the output y of a test input x by making the output
+kernel of the training set augmented with y resemble the input kernel of the
+training set augmented with x, under the KL criterion (eq. (14)) or the HSIC
+criterion (eq. (19)); both kernels are RBFs, optionally passed through a learned
 polynomial transform (:class:`bayeskde.kernels.transforms.PolynomialKernelTransform`,
-Ghosh et al., "Learning Kernels for Structured Prediction using Polynomial Kernel
-Transformations", section 5).
+Ghosh et al., section 5). The energies, their per-test-point states and the
+batched BFGS minimiser are in :mod:`bayeskde.tgp_core`; the S-shape baselines
+(:func:`gp_predict`, :func:`weighted_knn_predict`) in :mod:`bayeskde.tgp_baselines`;
+the blocked neighbour search in :mod:`bayeskde.tgp_neighbors`. All their public
+names are importable from here.
 
-KL criterion (Bo and Sminchisescu 2010, eq. (14); the issue's formula). With
-K = K_X + ridge I, G = K_Y + ridge I, u = K^-1 k_x and
-eta = k(x, x) + ridge - k_x^T u, the prediction minimises over y
+Starts. The original release starts BFGS from a ridge linear regression. The
+HSIC energy E = -2 c^T k_y - M_nn k(y, y) tends to a constant as y leaves the
+data (k_y -> 0), so from a start where c^T k_y < 0 descent runs off the data;
+the KL energy has the same plateau. ``init="best"`` evaluates the energy at the
+linear start and at the outputs of the ``init_neighbors`` nearest training
+inputs and starts from the lowest (all test points at once, no Python loop).
 
-    E_KL(y) = [k(y, y) + ridge] - 2 u^T k_y - eta log(k(y, y) + ridge - k_y^T G^-1 k_y).
-
-HSIC criterion (ibid., eq. (19)). Write the augmented input Gram K~ = K_{X+x} and
-output Gram G~ = K_{Y+y} over n = N + 1 points (the test point last; N is the
-training or neighbourhood size, never the number of test points) and
-M = H K~ H with H = I - 11^T / n. M is symmetric, so splitting G~ into its
-training block G, its last column k_y and its corner k(y, y),
-
-    tr(H K~ H G~) = <M, G~>_F = <M_{1:N,1:N}, G>_F + 2 c^T k_y + M_nn k(y, y),
-
-with c = M_{1:N, n}. The first term does not depend on y, so maximising HSIC is
-minimising
-
-    E_HSIC(y) = -2 c^T k_y - M_nn k(y, y).
-
-For an RBF output kernel k(y, y) = 1, and after an entrywise transform psi it is
-psi(1): constant either way, so the last term only shifts the energy; it is kept
-so that the energy is right for any output kernel. With row sums r = K 1 + k_x,
-r_n = 1^T k_x + k(x, x) and s = 1^T K 1 + 2 1^T k_x + k(x, x),
-c = k_x - r_n / n - r / n + s / n^2 and M_nn = k(x, x) - 2 r_n / n + s / n^2.
-(The original release's ``HSICKNN.m`` used the number of test frames as n.)
-
-The energies are pure functions of a per-test-point state (NamedTuples below);
-:func:`tgp_minimize` minimises one by BFGS from a start (one flat loop, one
-energy-and-gradient evaluation per trip, forward-mode gradients for small d_y),
-and the estimator :class:`TwinGP` vmaps it over all test points inside one
-compiled function. The global KL model keeps only the eigenvectors of K_Y that
-matter for k_y^T G^-1 k_y (:func:`truncated_whitening`, with an error bound),
-so an energy evaluation costs O(N r) rather than O(N^2).
-Baselines of the S-shape experiment: :func:`gp_predict` (GP/kernel ridge mean)
-and :func:`weighted_knn_predict` (the original release's ``WKNNRegressor``).
+Scale. Local models (``n_neighbors``) without a transform never form a training
+Gram or a test-by-training kernel matrix: neighbours come from a search blocked
+over training rows, and each test point's Grams are built from its neighbours
+only, so m = 10^5 training points cost O(m d) memory besides the blocks.
+Predictions shard across devices with :func:`tgp_predict_sharded` (or
+``TwinGP(shard=True)``), through :func:`bayeskde.distributed.sharded_batch_map`.
 
 References:
     Bo and Sminchisescu (2010), "Twin Gaussian Processes for Structured
-    Prediction", IJCV 87, eqs. (14) and (19).
+    Prediction", IJCV 87, eqs. (14) and (19), section 5 (k-NN TGP).
 """
 
 from __future__ import annotations
@@ -57,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -70,10 +52,41 @@ from ._validation import (
     check_same_length,
     warn_once,
 )
-from .kernels.base import rbf_gram, squared_distances
+from .kernels.base import rbf_gram
+from .tgp_baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
+from .tgp_core import (
+    CRITERIA,
+    FORWARD_MODE_MAX_DIM,
+    HSICState,
+    KLState,
+    OutputKernel,
+    TGPSolution,
+    Whitening,
+    _hsic_coupling,
+    _hsic_from_kernels,
+    _kl_from_kernels,
+    _linear_init_weights,
+    _value_and_grad,
+    _whiten,
+    linear_init_weights,
+    tgp_hsic_energy,
+    tgp_hsic_state,
+    tgp_kl_energy,
+    tgp_kl_state,
+    tgp_minimize,
+    truncated_whitening,
+)
+from .tgp_neighbors import (
+    DEFAULT_BLOCK_SIZE,
+    check_features,
+    nearest_neighbors,
+    top_k_neighbors,
+)
 
 __all__ = [
     "CRITERIA",
+    "INITS",
+    "FORWARD_MODE_MAX_DIM",
     "OutputKernel",
     "KLState",
     "HSICState",
@@ -88,572 +101,35 @@ __all__ = [
     "linear_init_weights",
     "gp_predict",
     "weighted_knn_predict",
+    "nearest_neighbors",
+    "tgp_predict_sharded",
     "TwinGP",
 ]
 
-CRITERIA = ("kl", "hsic")
-
-
-class OutputKernel(NamedTuple):
-    """The output kernel g(y, y') = psi(exp(-gamma ||y - y'||^2)).
-
-    Attributes:
-        gamma: RBF rate gamma_y.
-        coef: coefficients beta of the output transform psi (``coef[0]``
-            multiplies the degree-1 basis function), or ``None`` for psi(t) = t.
-        projector: ``(N, r)`` eigenvectors of the negative eigenvalues clipped
-            from the transformed training Gram (``PolynomialKernelTransform``'s
-            ``output_projector_``); kernel values against the training outputs
-            are projected off them as the transform does. ``None``: no projection.
-    """
-
-    gamma: Float[Array, ""]
-    coef: Float[Array, " n_coef"] | None = None
-    projector: Float[Array, "n_samples n_neg"] | None = None
-
-
-class KLState(NamedTuple):
-    """What the KL energy of one test point needs (Bo and Sminchisescu, eq. (14)).
-
-    Attributes:
-        u: K^-1 k_x with K = K_X + ridge I.
-        eta: k(x, x) + ridge - k_x^T u.
-        outputs: the training (or neighbourhood) outputs.
-        whiten: ``(N, r)`` W with G^-1 = W W^T, G = K_Y + ridge I, from ``eigh``
-            (W = V diag(lambda)^-1/2): inside the optimiser k_y^T G^-1 k_y =
-            ||W^T k_y||^2 is a matrix product, which batches over test points far
-            better than a triangular solve in a vmapped loop. r = N is exact;
-            :class:`TwinGP` keeps only the r eigenvectors whose eigenvalue of K_Y
-            exceeds a threshold (:func:`truncated_whitening`, error bound there).
-        ridge: the ridge added to both Grams.
-    """
-
-    u: Float[Array, " n_samples"]
-    eta: Float[Array, ""]
-    outputs: Float[Array, "n_samples d_y"]
-    whiten: Float[Array, "n_samples rank"]
-    ridge: Float[Array, ""]
-
-
-class HSICState(NamedTuple):
-    """What the HSIC energy of one test point needs (ibid., eq. (19)).
-
-    Attributes:
-        c: [H K_{X+x} H]_{1:N, n}, the coupling of the test point to the others.
-        m_nn: [H K_{X+x} H]_{n, n}, the weight of k(y, y).
-        outputs: the training (or neighbourhood) outputs.
-    """
-
-    c: Float[Array, " n_samples"]
-    m_nn: Float[Array, ""]
-    outputs: Float[Array, "n_samples d_y"]
-
-
-class TGPSolution(NamedTuple):
-    """Result of minimising a TGP energy.
-
-    Attributes:
-        y: the prediction (the start where the optimiser did not improve on it).
-        energy: the energy at ``y``.
-        status: 0 gradient below ``tol``, 1 iteration limit, 2 no further
-            sufficient decrease (the round-off floor; common in float32).
-        n_iter: BFGS iterations.
-    """
-
-    y: Float[Array, "*batch d_y"]
-    energy: Float[Array, "*batch"]
-    status: Int[Array, "*batch"]
-    n_iter: Int[Array, "*batch"]
-
-
-def _out_map(K, out: OutputKernel, basis, gegenbauer_lambda):
-    if out.coef is None:
-        return K
-    from .kernels.transforms import apply_transform
-
-    return apply_transform(K, out.coef, basis, gegenbauer_lambda)
-
-
-def _output_kernel_values(y, outputs, out, basis, gegenbauer_lambda):
-    d2 = jnp.sum((outputs - y[None, :]) ** 2, axis=1)
-    k_y = _out_map(jnp.exp(-out.gamma * d2), out, basis, gegenbauer_lambda)
-    if out.projector is not None:
-        k_y = k_y - out.projector @ (out.projector.T @ k_y)
-    k_yy = _out_map(jnp.ones((1,), y.dtype), out, basis, gegenbauer_lambda)[0]
-    return k_y, k_yy
-
-
-def _kl_from_kernels(k_y, k_yy, state: KLState):
-    v = state.whiten.T @ k_y
-    schur = k_yy + state.ridge - jnp.dot(v, v)
-    # In exact arithmetic schur >= ridge (a Schur complement of K~ + ridge I);
-    # the floor only stops float32 round-off from reaching log(<= 0).
-    schur = jnp.maximum(schur, 0.5 * state.ridge + jnp.finfo(k_y.dtype).tiny)
-    return k_yy + state.ridge - 2.0 * jnp.dot(state.u, k_y) - state.eta * jnp.log(
-        schur
-    )
-
-
-def _hsic_from_kernels(k_y, k_yy, state: HSICState):
-    return -2.0 * jnp.dot(state.c, k_y) - state.m_nn * k_yy
-
-
-def tgp_kl_energy(
-    y: Float[Array, " d_y"],
-    state: KLState,
-    out: OutputKernel,
-    basis: str = "monomial",
-    gegenbauer_lambda: float = 0.5,
-) -> Float[Array, ""]:
-    """KL energy E_KL(y) of Bo and Sminchisescu (2010), eq. (14).
-
-    E_KL(y) = [k(y,y) + ridge] - 2 u^T k_y - eta log(k(y,y) + ridge - k_y^T G^-1 k_y),
-    with k_y^T G^-1 k_y = ||W^T k_y||^2 (``state.whiten``).
-
-    Args:
-        y: candidate output.
-        state: :class:`KLState` of the test point (:func:`tgp_kl_state`).
-        out: the output kernel.
-        basis, gegenbauer_lambda: the output transform's basis (used only when
-            ``out.coef`` is given).
-
-    Returns:
-        The scalar energy. Cost O(N^2 + N d_y).
-    """
-    k_y, k_yy = _output_kernel_values(y, state.outputs, out, basis, gegenbauer_lambda)
-    return _kl_from_kernels(k_y, k_yy, state)
-
-
-def tgp_hsic_energy(
-    y: Float[Array, " d_y"],
-    state: HSICState,
-    out: OutputKernel,
-    basis: str = "monomial",
-    gegenbauer_lambda: float = 0.5,
-) -> Float[Array, ""]:
-    """HSIC energy E_HSIC(y) = -2 c^T k_y - M_nn k(y, y) (ibid., eq. (19)).
-
-    Equal to -tr(H K_{X+x} H K_{Y+y}) up to a y-independent constant (module
-    docstring). Cost O(N d_y).
-    """
-    k_y, k_yy = _output_kernel_values(y, state.outputs, out, basis, gegenbauer_lambda)
-    return _hsic_from_kernels(k_y, k_yy, state)
-
-
-def tgp_kl_state(
-    chol_in: Float[Array, "n n"],
-    whiten: Float[Array, "n r"],
-    outputs: Float[Array, "n d_y"],
-    k_x: Float[Array, " n"],
-    k_xx: Float[Array, ""],
-    ridge: Float[Array, ""],
-) -> KLState:
-    """KL state of one test point from the factors of K and G (see :class:`KLState`).
-
-    u = K^-1 k_x by two triangular solves with the lower Cholesky factor of K,
-    eta = k(x,x) + ridge - k_x^T u. Cost O(N^2).
-    """
-    u = jsl.cho_solve((chol_in, True), k_x)
-    return KLState(u, k_xx + ridge - jnp.dot(k_x, u), outputs, whiten, ridge)
-
-
-def tgp_hsic_state(
-    K: Float[Array, "n n"],
-    outputs: Float[Array, "n d_y"],
-    k_x: Float[Array, " n"],
-    k_xx: Float[Array, ""],
-) -> HSICState:
-    """HSIC state of one test point: c and M_nn of H K_{X+x} H by row sums, O(N^2)."""
-    c, m_nn = _hsic_coupling(K, k_x, k_xx)
-    return HSICState(c, m_nn, outputs)
-
-
-def _hsic_coupling(K, k_x, k_xx):
-    n = K.shape[0] + 1
-    sum_kx = jnp.sum(k_x)
-    r = jnp.sum(K, axis=1) + k_x
-    r_n = sum_kx + k_xx
-    s = jnp.sum(K) + 2.0 * sum_kx + k_xx
-    c = k_x - r_n / n - r / n + s / n**2
-    return c, k_xx - 2.0 * r_n / n + s / n**2
-
-
-class _BFGSCarry(NamedTuple):
-    """State of the flat BFGS loop: the iterate and the pending line-search trial."""
-
-    k: Int[Array, ""]  # BFGS iterations finished
-    y: Float[Array, " d_y"]
-    f: Float[Array, ""]
-    f_old: Float[Array, ""]
-    g: Float[Array, " d_y"]
-    H: Float[Array, "d_y d_y"]  # inverse Hessian approximation in use
-    p: Float[Array, " d_y"]  # search direction
-    slope: Float[Array, ""]  # g^T p
-    a: Float[Array, ""]  # trial step
-    i: Int[Array, ""]  # backtracking steps taken in this line search
-    start: Array  # the pending evaluation is the start y0
-    f0: Float[Array, ""]  # energy at the start
-    done: Array
-    converged: Array
-
-
-FORWARD_MODE_MAX_DIM = 16
-"""Outputs of at most this many dimensions get forward-mode gradients (below)."""
-
-_MAX_BACKTRACK = 40
-_ARMIJO = 1e-4
-
-
-def _value_and_grad(fun, d):
-    """(f, grad f) of ``fun: R^d -> R``, forward mode for small d, else reverse.
-
-    Forward mode pushes the d unit tangents through one shared primal pass (a
-    vmap over ``jax.jvp``); for the low-dimensional outputs of a TGP that costs
-    well under the reverse pass's transposes (about 1.6 against 3.5 energy
-    evaluations in the S-shape benchmark) and is just as exact.
-    """
-    if d > FORWARD_MODE_MAX_DIM:
-        return jax.value_and_grad(fun)
-
-    def vg(y):
-        def along(t):
-            return jax.jvp(fun, (y,), (t,))
-
-        f, g = jax.vmap(along)(jnp.eye(d, dtype=y.dtype))
-        return f[0], g
-
-    return vg
-
-
-def tgp_minimize(
-    energy,
-    y0: Float[Array, " d_y"],
-    state,
-    max_iter: int = 100,
-    tol: float | Float[Array, ""] = 1e-6,
-) -> TGPSolution:
-    """Minimise ``energy(y, state)`` by BFGS from ``y0`` with exact gradients.
-
-    BFGS on the inverse Hessian (Nocedal and Wright 2006, algorithm 6.1) with an
-    Armijo backtracking line search (sufficient decrease with c1 = 1e-4;
-    safeguarded quadratic interpolation, algorithm 3.5, each new step kept in
-    [a/10, a/2]; at most 40 steps). The first trial step of each line search is
-    SciPy's rule min(1, 2.02 (f_k - f_{k-1}) / g^T p) (with f_{-1} = f_0 +
-    ||g_0|| / 2), so the path follows ``scipy.optimize.minimize(method="BFGS")``
-    closely; a non-descent direction resets H to I and the update is skipped when
-    s^T y <= 0. It stops when the largest gradient entry is below ``tol``, when no
-    sufficient decrease is found (the round-off floor, which float32 meets early)
-    or after ``max_iter`` iterations.
-
-    One flat ``lax.while_loop`` does one energy-and-gradient evaluation per trip,
-    which is either a line-search trial or, once a trial is accepted, the start of
-    the next iteration (the accepted trial's gradient is the new gradient). Under
-    vmap the lanes therefore advance independently: the loop runs for the largest
-    number of evaluations of any test point, not for the sum over iterations of
-    the longest line search; lanes that are done idle. The energy is traced once,
-    which keeps compilation short. Gradients are exact automatic derivatives:
-    forward mode (one primal pass carrying d_y tangents) for d_y <=
-    ``FORWARD_MODE_MAX_DIM``, reverse mode (``jax.value_and_grad``) above.
-
-    Args:
-        energy: ``energy(y, state) -> scalar``, e.g. a partial of
-            :func:`tgp_kl_energy`.
-        y0: start (the linear-regression prediction in :class:`TwinGP`).
-        state: the test point's :class:`KLState` or :class:`HSICState`.
-        max_iter: BFGS iterations at most.
-        tol: gradient tolerance (infinity norm).
-
-    Returns:
-        :class:`TGPSolution`; where the energy at the end is not finite the start
-        is returned.
-
-    Cost: at most max_iter (40 + 1) + 1 energy-and-gradient evaluations (about
-    two per iteration in practice), O(d_y^2) work per iteration besides them.
-    """
-
-    def fun(y):
-        return energy(y, state)
-
-    d = y0.shape[0]
-    value_and_grad = _value_and_grad(fun, d)
-    eye = jnp.eye(d, dtype=y0.dtype)
-    zero = jnp.zeros((), y0.dtype)
-    izero = jnp.zeros((), jnp.int32)
-
-    def going(c):
-        return ~c.done
-
-    def trip(c):
-        f_t, g_t = value_and_grad(c.y + c.a * c.p)
-        armijo = f_t <= c.f + _ARMIJO * c.a * c.slope
-        accept = c.start | armijo
-        fail = ~accept & (c.i >= _MAX_BACKTRACK)
-        # BFGS update with the accepted trial (skipped when s^T y <= 0).
-        s = c.a * c.p
-        yk = g_t - c.g
-        sy = jnp.dot(s, yk)
-        rho = 1.0 / jnp.where(sy > 0.0, sy, 1.0)
-        V = eye - rho * jnp.outer(s, yk)
-        H_upd = jnp.where(sy > 0.0, V @ c.H @ V.T + rho * jnp.outer(s, s), c.H)
-        y_n = jnp.where(c.start, c.y, c.y + s)
-        f_old_n = jnp.where(c.start, f_t + jnp.linalg.norm(g_t) / 2.0, c.f)
-        H_n = jnp.where(c.start, eye, H_upd)
-        k_n = jnp.where(c.start, c.k, c.k + 1)
-        converged = jnp.max(jnp.abs(g_t)) < tol
-        # Next search direction from the new iterate.
-        p = -H_n @ g_t
-        slope = jnp.dot(g_t, p)
-        descent = slope < 0.0
-        p = jnp.where(descent, p, -g_t)  # reset to steepest descent
-        H_n = jnp.where(descent, H_n, eye)
-        slope = jnp.where(descent, slope, -jnp.dot(g_t, g_t))
-        a0 = 2.02 * (f_t - f_old_n) / slope
-        a0 = jnp.where(jnp.isfinite(a0) & (a0 > 0.0), jnp.minimum(1.0, a0), 1.0)
-        accepted = _BFGSCarry(
-            k_n, y_n, f_t, f_old_n, g_t, H_n, p, slope, a0, izero,
-            jnp.zeros((), bool), jnp.where(c.start, f_t, c.f0),
-            converged | (k_n >= max_iter), converged,
-        )
-        # Rejected: the minimiser of the quadratic through f, slope and f_t, kept
-        # in [a/10, a/2]; a non-finite trial value just halves the step.
-        q = -c.slope * c.a * c.a / (2.0 * (f_t - c.f - c.slope * c.a))
-        a_s = jnp.where(jnp.isfinite(q), jnp.clip(q, 0.1 * c.a, 0.5 * c.a), 0.5 * c.a)
-        rejected = c._replace(
-            a=a_s, i=c.i + 1, k=jnp.where(fail, c.k + 1, c.k), done=fail
-        )
-        return jax.tree.map(
-            lambda u, v: jnp.where(accept, u, v), accepted, rejected
-        )
-
-    init = _BFGSCarry(
-        izero, y0, zero, zero, jnp.zeros_like(y0), eye, jnp.zeros_like(y0), zero,
-        zero, izero, jnp.ones((), bool), zero, jnp.zeros((), bool),
-        jnp.zeros((), bool),
-    )
-    c = jax.lax.while_loop(going, trip, init)
-    ok = jnp.isfinite(c.f) & jnp.all(jnp.isfinite(c.y))
-    return TGPSolution(
-        jnp.where(ok, c.y, y0), jnp.where(ok, c.f, c.f0),
-        jnp.where(c.converged, 0, jnp.where(c.k >= max_iter, 1, 2)), c.k,
-    )
-
-
-@jax.jit
-def _linear_init_weights(X, Y):
-    Xe = jnp.concatenate([jnp.ones((X.shape[0], 1), X.dtype), X], axis=1)
-    H = Xe.T @ Xe
-    lam = 1e-5 * jnp.mean(jnp.diagonal(H))
-    A = H + lam * jnp.eye(H.shape[0], dtype=H.dtype)
-    return jsl.cho_solve(jsl.cho_factor(A, lower=True), Xe.T @ Y)
-
-
-def linear_init_weights(
-    X: Float[ArrayLike, "n_samples n_features"], Y: Float[ArrayLike, "n_outputs d_y"]
-) -> Float[Array, "n_features_plus_1 d_y"]:
-    """Ridge linear regression with bias, the TGP start (original ``LinearRegressor``).
-
-    W = ([1 X]^T [1 X] + lam I)^-1 [1 X]^T Y with lam = 1e-5 mean(diag([1 X]^T
-    [1 X])); predict with ``[1, x] @ W``. Cost O(n d^2 + d^3).
-    """
-    X = check_data(X, "X")
-    Y = check_data(Y, "Y")
-    check_same_length(X, Y, "X", "Y")
-    return _linear_init_weights(X, Y)
-
-
-def _cholesky(A, name):
-    """Lower Cholesky factor, with growing jitter (and a warning) if it fails."""
-    n = A.shape[0]
-    L = jnp.linalg.cholesky(A)
-    jitter = 1e-10 * float(jnp.max(jnp.abs(jnp.diagonal(A))) + 1.0)
-    while not bool(jnp.all(jnp.isfinite(L))):
-        if jitter > 1e3:
-            raise np.linalg.LinAlgError(f"{name} is not positive definite")
-        warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
-        L = jnp.linalg.cholesky(A + jitter * jnp.eye(n, dtype=A.dtype))
-        jitter *= 100.0
-    return L
-
-
-@jax.jit
-def _whiten(A):
-    """W = V diag(lambda)^-1/2 with A = V diag(lambda) V^T, so A^-1 = W W^T.
-
-    Eigenvalues below eps * max (an indefinite or singular A) are raised to it;
-    the second output says whether any was.
-    """
-    lam, V = jnp.linalg.eigh(A)
-    floor = jnp.finfo(A.dtype).eps * jnp.max(jnp.abs(lam))
-    return V * jax.lax.rsqrt(jnp.maximum(lam, floor))[None, :], jnp.any(lam < floor)
-
-
-@jax.jit
-def _eigh_floor(A):
-    lam, V = jnp.linalg.eigh(A)
-    floor = jnp.finfo(A.dtype).eps * jnp.max(jnp.abs(lam))
-    return lam, V, floor
-
-
-class Whitening(NamedTuple):
-    """A factor W with (K_Y + ridge I)^-1 ~ W W^T (:func:`truncated_whitening`).
-
-    Attributes:
-        whiten: ``(N, r)`` the kept columns V_j (lambda_j + ridge)^-1/2.
-        rank: r, the number of kept eigenvectors.
-        threshold: tau; eigenvectors with |lambda_j(K_Y)| <= tau were dropped.
-        clipped: whether an eigenvalue of K_Y + ridge I was raised to eps * max.
-    """
-
-    whiten: Float[Array, "n_samples rank"]
-    rank: int
-    threshold: float
-    clipped: bool
-
-
-def truncated_whitening(
-    G: Float[ArrayLike, "n_samples n_samples_2"],
-    ridge: float,
-    rtol: float | None = None,
-) -> Whitening:
-    """Low-rank W with W W^T ~ (G + ridge I)^-1 for the KL energy's k^T G^-1 k.
-
-    With G = sum_j lambda_j v_j v_j^T, (G + ridge I)^-1 = sum_j v_j v_j^T /
-    (lambda_j + ridge). The eigenvectors with |lambda_j| <= tau = rtol * ridge
-    are dropped. For a PSD output kernel the error is bounded: [[G, k_y],
-    [k_y^T, k(y,y)]] is PSD, so sum_j (v_j^T k_y)^2 / lambda_j <= k(y, y) and the
-    dropped part of k_y^T (G + ridge I)^-1 k_y is at most
-
-        sum_{lambda_j <= tau} (v_j^T k_y)^2 / ridge <= tau k(y, y) / ridge
-        = rtol k(y, y),
-
-    for every y at once. The Schur complement s = k(y,y) + ridge - k_y^T G^-1 k_y
-    of the KL energy is >= ridge, so log s moves by at most rtol k(y, y) / ridge.
-    Smooth kernels have fast-decaying spectra (the S-shape output Gram, N = 500,
-    gamma_y = 20, keeps 23 of 500 eigenvectors in float64), so the energy costs
-    O(N r) instead of O(N^2) per evaluation. Eigenvalues of G + ridge I below
-    eps * max are raised to it, as an indefinite transformed Gram needs.
-
-    Args:
-        G: ``(N, N)`` output Gram matrix without the ridge.
-        ridge: the ridge, > 0.
-        rtol: relative threshold; ``None`` gives sqrt(eps) of the dtype (1.5e-8
-            in float64, 3.5e-4 in float32, where the eigenvalues below
-            eps N max(lambda) ~ 1e-2 are round-off anyway); 0 keeps every
-            eigenvector (exact).
-
-    Returns:
-        :class:`Whitening`.
-
-    Cost: one ``eigh``, O(N^3) time, O(N^2) memory.
-    """
-    G = as_float_array(G, "G", ndim=2)
-    if G.shape[0] != G.shape[1]:
-        raise ValueError(f"G must be a square Gram matrix, got shape {G.shape}")
-    ridge = check_positive(ridge, "ridge")
-    eps = float(jnp.finfo(G.dtype).eps)
-    rtol = float(np.sqrt(eps)) if rtol is None else float(rtol)
-    if not np.isfinite(rtol) or rtol < 0:
-        raise ValueError(f"rtol must be finite and >= 0, got {rtol}")
-    eye = jnp.eye(G.shape[0], dtype=G.dtype)
-    lam, V, floor = _eigh_floor(G + ridge * eye)
-    lam = np.asarray(lam)
-    tau = rtol * ridge
-    keep = np.abs(lam - ridge) > tau
-    if not keep.any():
-        keep[-1] = True  # G ~ 0: keep one direction so that shapes stay valid
-    W = V[:, keep] * jax.lax.rsqrt(jnp.maximum(jnp.asarray(lam[keep]), floor))[None, :]
-    return Whitening(W, int(keep.sum()), tau, bool(np.any(lam < float(floor))))
-
-
-@jax.jit
-def _gp_mean(X, Y, Z, gamma, ridge):
-    K = rbf_gram(X, X, gamma)
-    c = jsl.cho_factor(K + ridge * jnp.eye(K.shape[0], dtype=K.dtype), lower=True)
-    return rbf_gram(Z, X, gamma) @ jsl.cho_solve(c, Y)
-
-
-def gp_predict(
-    X_train: Float[ArrayLike, "n_samples n_features"],
-    Y_train: Float[ArrayLike, "n_outputs d_y"],
-    X_test: Float[ArrayLike, "n_test n_features_test"],
-    *,
-    gamma: float,
-    ridge: float,
-) -> Float[Array, "n_test d_y"]:
-    """GP regression mean (kernel ridge) with an RBF kernel, the TGP baseline.
-
-    k(x)^T (K + ridge I)^-1 Y with k(x, x') = exp(-gamma ||x - x'||^2), as in the
-    original S-shape demo. 1-D inputs/outputs are read as one column. Cost
-    O(N^3 + T N d).
-    """
-    gamma = check_positive(gamma, "gamma")
-    ridge = check_positive(ridge, "ridge")
-    X_train = check_data(X_train, "X_train")
-    Y_train = check_data(Y_train, "Y_train")
-    X_test = check_data(X_test, "X_test")
-    check_same_length(X_train, Y_train, "X_train", "Y_train")
-    _check_features(X_test, X_train.shape[1], "X_test")
-    return _gp_mean(X_train, Y_train, X_test, gamma, ridge)
-
-
-@functools.partial(jax.jit, static_argnames="k")
-def _wknn(X, Y, Z, k):
-    d2 = squared_distances(Z, X)
-    neg, idx = jax.lax.top_k(-d2, k)
-    d = -neg
-    exact = d <= 0.0
-    w = jnp.where(
-        jnp.any(exact, axis=1, keepdims=True),
-        exact.astype(d.dtype),
-        1.0 / jnp.where(exact, 1.0, d),
-    )
-    w = w / jnp.sum(w, axis=1, keepdims=True)
-    return jnp.einsum("tk,tkd->td", w, Y[idx])
-
-
-def weighted_knn_predict(
-    X_train: Float[ArrayLike, "n_samples n_features"],
-    Y_train: Float[ArrayLike, "n_outputs d_y"],
-    X_test: Float[ArrayLike, "n_test n_features_test"],
-    *,
-    n_neighbors: int = 1,
-) -> Float[Array, "n_test d_y"]:
-    """Weighted k-NN regression of the original release (``WKNNRegressor.m``).
-
-    The k nearest training inputs by Euclidean distance vote with weights
-    1 / ||x - x_i||^2, normalised to sum to one; a training input equal to x takes
-    all the weight. With ``n_neighbors=1`` (the paper's "weighted 1-NN") it is
-    plain 1-NN. Cost O(T N d).
-    """
-    X_train = check_data(X_train, "X_train")
-    Y_train = check_data(Y_train, "Y_train")
-    X_test = check_data(X_test, "X_test")
-    check_same_length(X_train, Y_train, "X_train", "Y_train")
-    _check_features(X_test, X_train.shape[1], "X_test")
-    k = check_integer(n_neighbors, "n_neighbors", minimum=1, maximum=X_train.shape[0])
-    return _wknn(X_train, Y_train, X_test, k)
-
-
-def _check_features(X, n_features, name):
-    if X.shape[1] != n_features:
-        raise ValueError(
-            f"{name} has {X.shape[1]} features, but {n_features} were expected "
-            "(the training inputs')"
-        )
+# Private helpers that tests and bayeskde.models.tgp reach through this module.
+_PRIVATE_REEXPORTS = (_hsic_coupling, _hsic_from_kernels, _kl_from_kernels,
+                      _value_and_grad)
+
+INITS = ("linear", "neighbors", "best")
 
 
 class _Model(NamedTuple):
-    """Fitted arrays the compiled prediction needs (static structure kept apart)."""
+    """Fitted arrays the compiled prediction needs (static structure kept apart).
+
+    ``K_in`` and ``K_out`` are ``None`` for local models without a transform:
+    each neighbourhood's Grams are then built from its points.
+    """
 
     X: Float[Array, "n d_x"]
     Y: Float[Array, "n d_y"]
-    K_in: Float[Array, "n n"]
-    K_out: Float[Array, "n n"]
+    K_in: Float[Array, "n n"] | None
+    K_out: Float[Array, "n n"] | None
     chol_in: Float[Array, "n n"] | None
     whiten: Float[Array, "n r"] | None
     weights: Float[Array, "d_x1 d_y"]
     ridge: Float[Array, ""]
     out: OutputKernel
+    gamma_in: Float[Array, ""]
 
 
 def _energy(criterion, basis, gegenbauer_lambda, out):
@@ -663,6 +139,22 @@ def _energy(criterion, basis, gegenbauer_lambda, out):
 
 def _init(model, X_test):
     return model.weights[0][None, :] + X_test @ model.weights[1:]
+
+
+def _choose_start(energy, y_lin, candidates, state, init):
+    """The start of one test point: the lowest-energy candidate.
+
+    ``candidates`` ``(C, d_y)`` are the outputs of the test point's nearest
+    training inputs; ``init="best"`` adds the linear start ``y_lin``. Non-finite
+    energies never win. Cost: C + 1 energy evaluations.
+    """
+    if init == "linear":
+        return y_lin
+    if init == "best":
+        candidates = jnp.concatenate([y_lin[None, :], candidates], axis=0)
+    E = jax.vmap(lambda y: energy(y, state))(candidates)
+    E = jnp.where(jnp.isfinite(E), E, jnp.inf)
+    return candidates[jnp.argmin(E)]
 
 
 # XLA's CPU fusion emitters compile the many small fusions of the optimiser
@@ -677,6 +169,7 @@ class _CPUFastCompileJit:
     """``jax.jit(fun)``, compiled with ``_CPU_COMPILER_OPTIONS`` on CPU."""
 
     def __init__(self, fun, static_argnames):
+        self.raw = fun
         self._plain = jax.jit(fun, static_argnames=static_argnames)
         try:
             self._fast = jax.jit(
@@ -706,11 +199,30 @@ def _cpu_fast_compile_jit(static_argnames):
     return functools.partial(_CPUFastCompileJit, static_argnames=static_argnames)
 
 
-@_cpu_fast_compile_jit(("criterion", "max_iter", "basis", "gegenbauer_lambda"))
+_STATIC = ("criterion", "max_iter", "basis", "gegenbauer_lambda", "init",
+           "init_neighbors", "search_block")
+
+
+def _neighbors(model, X_test, idx, k, search_block):
+    """Neighbour indices, nearest first: given, or searched here (blocked)."""
+    if idx is not None:
+        return idx[:, :k]
+    return top_k_neighbors(model.X, X_test, k, search_block)[1]
+
+
+@functools.partial(jax.jit, static_argnames=("k", "search_block"))
+def _search(X, X_test, k, search_block):
+    # Its own program with the plain jit, outside the prediction programs (the
+    # global one is compiled with _CPU_COMPILER_OPTIONS, see _predict_local).
+    return top_k_neighbors(X, X_test, k, search_block)[1]
+
+
+@_cpu_fast_compile_jit(_STATIC)
 def _predict_global(
-    model, X_test, k_x, k_xx, tol, *, criterion, max_iter, basis, gegenbauer_lambda
+    model, X_test, k_x, k_xx, tol, idx=None, *, criterion, max_iter, basis,
+    gegenbauer_lambda, init, init_neighbors, search_block,
 ):
-    y0 = _init(model, X_test)
+    y_lin = _init(model, X_test)
     energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
     # States of all test points at once (one multi-right-hand-side solve); the
     # shared arrays stay unbatched (axis None).
@@ -723,47 +235,119 @@ def _predict_global(
         c, m_nn = jax.vmap(_hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
         state = HSICState(c, m_nn, model.Y)
         axes = HSICState(0, 0, None)
+    if init == "linear":
+        y0 = y_lin
+    else:
+        idx = _neighbors(model, X_test, idx, init_neighbors, search_block)
+        start = functools.partial(_choose_start, energy, init=init)
+        y0 = jax.vmap(start, (0, 0, axes))(y_lin, model.Y[idx], state)
     solve = functools.partial(tgp_minimize, energy, max_iter=max_iter, tol=tol)
     return jax.vmap(solve, (0, axes))(y0, state)
 
 
-@_cpu_fast_compile_jit((
-    "criterion", "n_neighbors", "max_iter", "basis", "gegenbauer_lambda",
-    "batch_size",
-))
-def _predict_local(
-    model, X_test, k_x, k_xx, tol, *, criterion, n_neighbors, max_iter, basis,
-    gegenbauer_lambda, batch_size,
+def _predict_local_impl(
+    model, X_test, k_x, k_xx, tol, idx=None, *, criterion, n_neighbors, max_iter,
+    basis, gegenbauer_lambda, batch_size, init, init_neighbors, search_block,
 ):
-    y0 = _init(model, X_test)
+    y_lin = _init(model, X_test)
     energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
-    # Neighbours by Euclidean input distance, as the original TGPKNN.m.
-    idx = jax.lax.top_k(-squared_distances(X_test, model.X), n_neighbors)[1]
+    # Neighbours by Euclidean input distance, as the original TGPKNN.m, nearest
+    # first, searched in blocks of training rows (no T x m matrix).
+    idx = _neighbors(model, X_test, idx, n_neighbors, search_block)
     eye = jnp.eye(n_neighbors, dtype=X_test.dtype)
+    ones = jnp.ones((X_test.shape[0],), X_test.dtype)
+    k_xx = ones if k_xx is None else k_xx
 
     def one(args):
-        y0_t, idx_t, kx_t, kxx_t = args
-        K = model.K_in[idx_t][:, idx_t]
-        Y = model.Y[idx_t]
-        kx = kx_t[idx_t]
+        y_t, idx_t, x_t, kx_t, kxx_t = args
+        Xn, Y = model.X[idx_t], model.Y[idx_t]
+        if model.K_in is None:  # no transform: the neighbourhood's own Grams
+            K = rbf_gram(Xn, Xn, model.gamma_in)
+            kx = rbf_gram(x_t[None, :], Xn, model.gamma_in)[0]
+        else:
+            K = model.K_in[idx_t][:, idx_t]
+            kx = kx_t[idx_t]
         if criterion == "kl":
             chol_in = jnp.linalg.cholesky(K + model.ridge * eye)
-            G = model.K_out[idx_t][:, idx_t]
+            G = (rbf_gram(Y, Y, model.out.gamma) if model.K_out is None
+                 else model.K_out[idx_t][:, idx_t])
             whiten = _whiten(G + model.ridge * eye)[0]
             state = tgp_kl_state(chol_in, whiten, Y, kx, kxx_t, model.ridge)
         else:
             state = tgp_hsic_state(K, Y, kx, kxx_t)
-        return tgp_minimize(energy, y0_t, state, max_iter=max_iter, tol=tol)
+        y0 = _choose_start(energy, y_t, Y[:init_neighbors], state, init)
+        return tgp_minimize(energy, y0, state, max_iter=max_iter, tol=tol)
 
-    return jax.lax.map(one, (y0, idx, k_x, k_xx), batch_size=batch_size)
+    # Pad to whole batches (copies of the last test point, cut off below):
+    # lax.map's separate remainder batch deadlocked at run time on CPU (XLA
+    # 0.10, m = 10^5, 300 = 256 + 44 test points; no CPU used, every XLA thread
+    # waiting), while whole batches ran.
+    n_test = X_test.shape[0]
+    bs = min(batch_size, n_test)
+    total = -(-n_test // bs) * bs
+    xs = jax.tree_util.tree_map(
+        lambda a: jnp.concatenate(
+            [a, jnp.broadcast_to(a[-1:], (total - n_test, *a.shape[1:]))]),
+        (y_lin, idx, X_test, k_x, k_xx))
+    sol = jax.lax.map(one, xs, batch_size=bs)
+    return jax.tree_util.tree_map(lambda a: a[:n_test], sol)
+
+
+# The plain jit: compiled with _CPU_COMPILER_OPTIONS, this program (lax.map of
+# per-neighbourhood factorisations and BFGS loops) was seen to deadlock at run
+# time on CPU (m = 5000 and 10^5 training points, k = 100; no CPU used, all XLA
+# threads waiting), so the local path keeps XLA's default CPU compiler.
+_predict_local = jax.jit(
+    _predict_local_impl, static_argnames=(*_STATIC, "n_neighbors", "batch_size"))
+
+
+@functools.lru_cache(maxsize=32)
+def _sharded_fn(treedef, n_leaves, has_kx, local, static_items):
+    """One function object per configuration, so compiled programs are reused."""
+    static = dict(static_items)
+    impl = _predict_local_impl if local else _predict_global.raw
+
+    def fn(*args):
+        model = jax.tree_util.tree_unflatten(treedef, args[:n_leaves])
+        tol, X_test = args[n_leaves], args[n_leaves + 1]
+        k_x, k_xx = args[n_leaves + 2:] if has_kx else (None, None)
+        return impl(model, X_test, k_x, k_xx, tol, **static)
+
+    return fn
+
+
+def tgp_predict_sharded(tgp, X: Float[ArrayLike, "n_test n_features"], mesh=None):
+    """Predictions of a fitted :class:`TwinGP` with the test points sharded.
+
+    The test points (and their kernel rows against the training set, where the
+    model needs them) are cut into one slice per device of ``mesh`` and each
+    device runs the same compiled prediction on its slice; the fitted arrays are
+    replicated (:func:`bayeskde.distributed.sharded_batch_map`). Every test point
+    is solved independently, so the result equals :meth:`TwinGP.predict` on one
+    device. Sets ``tgp.solution_`` like ``predict``.
+
+    Args:
+        tgp: a fitted :class:`TwinGP`.
+        X: ``(n_test, d_x)`` test inputs (1-D: one feature).
+        mesh: a one-axis :class:`jax.sharding.Mesh` (default: all devices).
+
+    Returns:
+        ``(n_test, d_y)`` predictions (``(n_test,)`` if fitted on 1-D Y).
+
+    Cost: that of ``predict`` divided over the devices, plus a copy of the fitted
+    arrays to each device.
+    """
+    from .distributed import device_mesh
+
+    return tgp._predict(X, device_mesh() if mesh is None else mesh)
 
 
 class TwinGP(BaseEstimator):
     """Twin Gaussian Process regression (Bo and Sminchisescu 2010).
 
     Args:
-        criterion: ``"kl"`` (eq. (14)) or ``"hsic"`` (eq. (19)); see the module
-            docstring for both energies.
+        criterion: ``"kl"`` (eq. (14)) or ``"hsic"`` (eq. (19)); see
+            :mod:`bayeskde.tgp_core` for both energies.
         gamma_x, gamma_y: RBF rates of the input and output kernels,
             k(x, x') = exp(-gamma ||x - x'||^2) (the original code's ``kparam1``,
             ``kparam2``).
@@ -783,21 +367,37 @@ class TwinGP(BaseEstimator):
         whiten_rtol: relative eigenvalue threshold of the global KL model's
             low-rank G^-1 (:func:`truncated_whitening`: k_y^T G^-1 k_y changes
             by at most whiten_rtol k(y, y)); ``None`` is sqrt(eps), 0 is exact.
+        init: BFGS start. ``"linear"``: the ridge linear regression of the
+            original release. ``"neighbors"``: of the outputs of the
+            ``init_neighbors`` nearest training inputs, the one with the lowest
+            energy. ``"best"``: the lowest-energy of those and the linear start.
+            ``None`` (default): ``"linear"`` for KL, ``"best"`` for HSIC, whose
+            energy drifts off the data from the linear start (module docstring).
+        init_neighbors: candidate starts from the nearest training inputs (at
+            most ``n_neighbors`` with local models).
+        search_block_size: training rows per block of the neighbour search.
+        shard: predict with the test points sharded over all devices
+            (:func:`tgp_predict_sharded`).
 
     Attributes:
-        criterion_, gamma_x_, gamma_y_, ridge_, n_neighbors_: resolved settings.
+        criterion_, gamma_x_, gamma_y_, ridge_, n_neighbors_, init_: resolved
+            settings.
         transform_: the fitted transform, or ``None``.
         init_weights_: ``(d_x + 1, d_y)`` linear-regression start.
         n_samples_fit_, n_features_in_, n_outputs_: training shapes.
-        solution_: :class:`TGPSolution` of the last ``predict``.
+        solution_: :class:`TGPSolution` of the last ``predict`` (``start``: the
+            chosen starts).
         whiten_rank_: columns kept in the KL model's G^-1 factor (global KL
             model only, else ``None``).
 
-    Cost: fit O(N^3) (a Cholesky factorisation and an ``eigh``; none with
-    ``n_neighbors``), O(N^2) memory. predict O(T N^2) for the test states plus
-    O(T N r I) for T test points, I energy evaluations each and the r kept
-    whitening columns (KL) or O(T N I) (HSIC); O(T (k^3 + k^2 I)) with k
-    neighbours.
+    Cost: global models: fit O(N^3) (a Cholesky factorisation and an ``eigh``),
+    O(N^2) memory; predict O(T N^2) for the test states plus O(T N r I) for T
+    test points, I energy evaluations each and the r kept whitening columns (KL)
+    or O(T N I) (HSIC). Local models with k neighbours: fit O(N d) (no Gram
+    without a transform); predict O(T N d) for the blocked search plus
+    O(T (k^3 + k^2 I)), memory O(N d + T (k + block) + batch_size k^2). Starts
+    other than ``"linear"`` add ``init_neighbors`` + 1 energy evaluations per
+    test point.
 
     Examples:
         >>> import numpy as np
@@ -820,6 +420,10 @@ class TwinGP(BaseEstimator):
         tol=1e-6,
         batch_size=256,
         whiten_rtol=None,
+        init=None,
+        init_neighbors=10,
+        search_block_size=DEFAULT_BLOCK_SIZE,
+        shard=False,
     ):
         self.criterion = criterion
         self.gamma_x = gamma_x
@@ -831,6 +435,10 @@ class TwinGP(BaseEstimator):
         self.tol = tol
         self.batch_size = batch_size
         self.whiten_rtol = whiten_rtol
+        self.init = init
+        self.init_neighbors = init_neighbors
+        self.search_block_size = search_block_size
+        self.shard = shard
 
     def fit(self, X, Y):
         """Fit on inputs ``X`` ``(n, d_x)`` and outputs ``Y`` ``(n, d_y)``/``(n,)``."""
@@ -838,12 +446,17 @@ class TwinGP(BaseEstimator):
             raise ValueError(
                 f"criterion must be one of {CRITERIA}, got {self.criterion!r}"
             )
+        if self.init is not None and self.init not in INITS:
+            raise ValueError(
+                f"init must be None or one of {INITS}, got {self.init!r}"
+            )
         gamma_x = check_positive(self.gamma_x, "gamma_x")
         gamma_y = check_positive(self.gamma_y, "gamma_y")
         ridge = check_positive(self.ridge, "ridge")
         check_integer(self.max_iter, "max_iter", minimum=1)
         check_positive(self.tol, "tol")
         check_integer(self.batch_size, "batch_size", minimum=1)
+        check_integer(self.search_block_size, "search_block_size", minimum=1)
         X = check_data(X, "X", min_samples=2)
         if isinstance(X, tuple):
             raise TypeError("TwinGP needs numeric X, got strings")
@@ -858,8 +471,16 @@ class TwinGP(BaseEstimator):
             None if self.n_neighbors is None
             else check_integer(self.n_neighbors, "n_neighbors", minimum=2, maximum=n)
         )
-        K = rbf_gram(X, X, gamma_x)
-        G = rbf_gram(Y2, Y2, gamma_y)
+        self.init_ = self.init or ("linear" if self.criterion == "kl" else "best")
+        self.init_neighbors_ = check_integer(
+            self.init_neighbors, "init_neighbors", minimum=1,
+            maximum=n if self.n_neighbors_ is None else self.n_neighbors_,
+        )
+        local_only = self.n_neighbors_ is not None and self.transform is None
+        K = G = None
+        if not local_only:  # local models without a transform need no Gram
+            K = rbf_gram(X, X, gamma_x)
+            G = rbf_gram(Y2, Y2, gamma_y)
         out_coef, projector, basis, glam = None, None, "monomial", 0.5
         self.transform_ = None
         if self.transform is not None:
@@ -883,11 +504,11 @@ class TwinGP(BaseEstimator):
                 )
             self.transform_ = tr
         self._static = {"basis": basis, "gegenbauer_lambda": glam}
-        eye = jnp.eye(n, dtype=X.dtype)
         chol_in = whiten = None
         self.whiten_rank_ = None
         if self.criterion == "kl" and self.n_neighbors_ is None:
-            chol_in = _cholesky(K + ridge * eye, "K_X + ridge I")
+            eye = jnp.eye(n, dtype=X.dtype)
+            chol_in = cholesky_with_jitter(K + ridge * eye, "K_X + ridge I")
             rtol = self.whiten_rtol
             w = truncated_whitening(G, ridge, None if rtol is None else float(rtol))
             whiten, clipped = w.whiten, w.clipped
@@ -900,6 +521,7 @@ class TwinGP(BaseEstimator):
             X, Y2, K, G, chol_in, whiten, _linear_init_weights(X, Y2),
             jnp.asarray(ridge, dtype),
             OutputKernel(jnp.asarray(gamma_y, dtype), out_coef, projector),
+            jnp.asarray(gamma_x, dtype),
         )
         self.criterion_, self.gamma_x_, self.gamma_y_ = self.criterion, gamma_x, gamma_y
         self.ridge_ = ridge
@@ -916,25 +538,79 @@ class TwinGP(BaseEstimator):
             k_xx = jnp.asarray(self.transform_.transform_input(k_xx), X.dtype)
         return k_x, k_xx
 
+    def _local_in_batches(self, X, k_x, k_xx, tol, idx, static):
+        # One compiled call per batch of test points (the last one padded with
+        # copies of its last point, so every call has the same shapes): an XLA
+        # loop over several batches of the local program deadlocked at run time
+        # on CPU (XLA 0.10: m = 10^5, 300 test points in batches of 256, no CPU
+        # used, every XLA thread waiting); single batches run.
+        n, bs = X.shape[0], min(int(self.batch_size), X.shape[0])
+        parts = []
+        for start in range(0, n, bs):
+            stop = min(start + bs, n)
+
+            def take(a, start=start, stop=stop):
+                if a is None:
+                    return None
+                b = a[start:stop]
+                pad = bs - b.shape[0]
+                return b if pad == 0 else jnp.concatenate(
+                    [b, jnp.broadcast_to(b[-1:], (pad, *b.shape[1:]))])
+
+            sol = _predict_local(self.model_, take(X), take(k_x), take(k_xx), tol,
+                                 take(idx), **static)
+            jax.block_until_ready(sol)  # no two runs of the program overlap
+            parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m], sol))
+        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
+
     def predict(self, X):
         """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y)."""
+        mesh = None
+        if self.shard:
+            from .distributed import device_mesh
+
+            mesh = device_mesh()
+        return self._predict(X, mesh)
+
+    def _predict(self, X, mesh):
         check_is_fitted(self, "model_")
         X = check_data(X, "X")
         if isinstance(X, tuple):
             raise TypeError("TwinGP needs numeric X, got strings")
-        _check_features(X, self.n_features_in_, "X")
+        check_features(X, self.n_features_in_, "X")
         X = X.astype(self.model_.X.dtype)
-        k_x, k_xx = self._input_kernels(X)
+        local = self.n_neighbors_ is not None
+        # Local models without a transform form their kernel rows per
+        # neighbourhood; everything else needs the rows against all training.
+        kernels = () if local and self.model_.K_in is None else self._input_kernels(X)
         tol = jnp.asarray(self.tol, X.dtype)
-        common = dict(criterion=self.criterion_, max_iter=int(self.max_iter),
-                      **self._static)
-        if self.n_neighbors_ is None:
-            sol = _predict_global(self.model_, X, k_x, k_xx, tol, **common)
+        static = dict(
+            criterion=self.criterion_, max_iter=int(self.max_iter),
+            init=self.init_, init_neighbors=self.init_neighbors_,
+            search_block=min(int(self.search_block_size), self.n_samples_fit_),
+            **self._static,
+        )
+        if local:
+            static.update(n_neighbors=self.n_neighbors_,
+                          batch_size=int(self.batch_size))
+        if mesh is not None:
+            from .distributed import sharded_batch_map
+
+            leaves, treedef = jax.tree_util.tree_flatten(self.model_)
+            fn = _sharded_fn(treedef, len(leaves), bool(kernels), local,
+                             tuple(sorted(static.items())))
+            sol = sharded_batch_map(fn, X, *kernels, mesh=mesh,
+                                    broadcast=(*leaves, tol))
         else:
-            sol = _predict_local(
-                self.model_, X, k_x, k_xx, tol, n_neighbors=self.n_neighbors_,
-                batch_size=int(self.batch_size), **common,
-            )
+            k_x, k_xx = kernels or (None, None)
+            predict = _predict_local if local else _predict_global
+            k = self.n_neighbors_ if local else self.init_neighbors_
+            idx = (None if not local and self.init_ == "linear"
+                   else _search(self.model_.X, X, k, static["search_block"]))
+            if local:
+                sol = self._local_in_batches(X, k_x, k_xx, tol, idx, static)
+            else:
+                sol = predict(self.model_, X, k_x, k_xx, tol, idx, **static)
         if not bool(jnp.all(jnp.isfinite(sol.y))):
             raise FloatingPointError("TGP prediction is not finite")
         self.solution_ = sol

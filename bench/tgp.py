@@ -17,6 +17,17 @@ on a shared machine the CPU seconds are the steadier. Runs in float64. Prints
 one JSON line.
 
 Run: ``python bench/tgp.py [--repeats 3] [--seed 0]``.
+
+``--local-scale M`` runs the k-nearest-neighbour TGP-KL at scale instead (issue
+7): M training points of the S-shape generator (``make_sshape(key(seed), M)``),
+``--n-test`` noise-free test points on a uniform grid of t, ``--neighbors`` k
+local neighbours, the same kernel settings. bayeskde: ``TwinGP(n_neighbors=k)``,
+whose neighbour search is blocked over training rows and whose local Grams are
+built per neighbourhood, so no M x M or M x n_test matrix is held. The peer:
+scikit-learn ``NearestNeighbors`` (k-d tree) for the neighbours, then per test
+point the NumPy/SciPy local model (two Cholesky factorisations of k x k Grams)
+and ``scipy.optimize.minimize(method="BFGS")`` from the same linear start. The
+timed step is fit + predict on both sides. One JSON line.
 """
 
 from __future__ import annotations
@@ -73,6 +84,75 @@ def peer_predict(factors, X, Y, Z, y0):
     return out
 
 
+def peer_local_predict(X, Y, Z, y0, k):
+    """Local TGP-KL point by point: k-d tree neighbours, SciPy BFGS (TGPKNN.m)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    idx = NearestNeighbors(n_neighbors=k).fit(X).kneighbors(Z)[1]
+    out = np.empty((len(Z), Y.shape[1]))
+    for i, z in enumerate(Z):
+        Xn, Yn = X[idx[i]], Y[idx[i]]
+        out[i] = peer_predict(peer_fit(Xn, Yn), Xn, Yn, z[None], y0[i:i + 1])[0]
+    return out
+
+
+def local_scale(args):
+    """k-NN TGP-KL at M training points: bayeskde against the SciPy loop."""
+    d = make_sshape(jax.random.key(args.seed), args.local_scale)
+    X, Y = d.x_train[:, None], d.t_train[:, None]
+    t = np.arange(args.n_test) / args.n_test
+    Z = (t + 0.3 * np.sin(2 * np.pi * t))[:, None]
+    k = args.neighbors
+
+    def ours():
+        tgp = TwinGP("kl", gamma_x=GAMMA_X, gamma_y=GAMMA_Y, ridge=RIDGE,
+                     n_neighbors=k).fit(X, Y)
+        return tgp, tgp.predict(Z)
+
+    jax.clear_caches()
+    (tgp, pred), cold, cold_cpu = _timed(ours)
+    walls, cpus = [], []
+    for _ in range(args.repeats):
+        (tgp, pred), wall, cpu = _timed(ours)
+        walls.append(wall)
+        cpus.append(cpu)
+    W = np.asarray(tgp.init_weights_)
+    y0 = W[0] + Z @ W[1:]
+    peer_walls, peer_cpus = [], []
+    for _ in range(args.peer_repeats):
+        peer, wall, cpu = _timed(lambda: peer_local_predict(X, Y, Z, y0, k))
+        peer_walls.append(wall)
+        peer_cpus.append(cpu)
+    med = statistics.median
+    diff = np.abs(pred - peer[:, 0])
+    status = np.bincount(np.asarray(tgp.solution_.status), minlength=3)
+    print(json.dumps({
+        "bench": "tgp_local_scale",
+        "n_train": len(X),
+        "n_test": len(Z),
+        "n_neighbors": k,
+        "timed": "fit + predict (neighbour search, local factorisations, BFGS); "
+                 f"medians of {args.repeats} runs (bayeskde) and "
+                 f"{args.peer_repeats} (peer)",
+        "bayeskde_s": med(walls),
+        "bayeskde_cold_s": cold,
+        "peer_s": med(peer_walls),
+        "speedup": med(peer_walls) / med(walls),
+        "cpu_s": {"bayeskde": med(cpus), "bayeskde_cold": cold_cpu,
+                  "peer": med(peer_cpus)},
+        "speedup_cpu": med(peer_cpus) / med(cpus),
+        "mean_abs_diff": float(diff.mean()),
+        "max_abs_diff": float(diff.max()),
+        "n_points_diff_above_1e-3": int((diff > 1e-3).sum()),
+        "mae_bayeskde": float(np.abs(pred - t).mean()),
+        "mae_peer": float(np.abs(peer[:, 0] - t).mean()),
+        "largest_block_entries": int(len(Z) * min(tgp.search_block_size, len(X))),
+        "bfgs_status_counts": status.tolist(),
+        "backend": jax.default_backend(),
+        "dtype": "float64",
+    }))
+
+
 def _timed(fn):
     t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
@@ -83,7 +163,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--local-scale", type=int, default=None, metavar="M",
+                        help="k-NN TGP at M training points instead")
+    parser.add_argument("--n-test", type=int, default=1000)
+    parser.add_argument("--neighbors", type=int, default=100)
+    parser.add_argument("--peer-repeats", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.local_scale is not None:
+        local_scale(args)
+        return
     d = make_sshape(jax.random.key(args.seed))
     X, Y, Z = d.x_train[:, None], d.t_train[:, None], d.x_test[:, None]
 
