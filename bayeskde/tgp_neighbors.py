@@ -94,8 +94,8 @@ def _nearest(X_train, X_query, k, block_size):
 
 
 def nearest_neighbors(
-    X_train: Float[ArrayLike, "n_samples n_features"],
-    X_query: Float[ArrayLike, "n_query n_features_query"],
+    X_train: Float[ArrayLike, "n_samples ..."],
+    X_query: Float[ArrayLike, "n_query ..."],
     n_neighbors: int,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
