@@ -1,5 +1,9 @@
 """Shared test configuration: strict rank promotion, a seeded key, dtype tolerances."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,3 +28,21 @@ def rng():
 def tol():
     """Relative tolerance for comparisons against float64 references."""
     return 1e-10 if X64 else 2e-5
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_on_host_devices(script: str, out_path, n_devices: int = 8):
+    """Run ``script`` (Python source; ``{root}`` is replaced by the repository
+    root, ``sys.argv[1]`` is ``out_path``) in a subprocess with ``n_devices``
+    forced CPU devices and the suite's precision; return the ``.npz`` it wrote."""
+    env = {**os.environ,
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_devices}",
+           "JAX_PLATFORMS": "cpu",
+           "JAX_ENABLE_X64": "1" if X64 else "0"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script.format(root=ROOT), str(out_path)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return np.load(out_path)

@@ -6,9 +6,6 @@ JAX is already initialised with one CPU device in the pytest process, so the
 an ``.npz`` file that this process compares with the single-device results.
 """
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -26,9 +23,8 @@ from bayeskde.distributed import (
 )
 from bayeskde.hmm import forward_backward
 from bayeskde.lowrank import falkon, krr_predict
-from tests.conftest import X64
+from tests.conftest import X64, run_on_host_devices
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-12 if X64 else 1e-5
 
 
@@ -83,16 +79,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_eight_devices_equal_one(tmp_path):
-    path = str(tmp_path / "out.npz")
-    env = {**os.environ,
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "JAX_PLATFORMS": "cpu",
-           "JAX_ENABLE_X64": "1" if X64 else "0"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(root=ROOT), path],
-        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    many = np.load(path)
+    many = run_on_host_devices(SCRIPT, tmp_path / "out.npz")
     one = _compute()
     assert int(many["devices"]) == 8 and one["devices"] == 1
     assert int(many["K40_shards"]) == 8  # rows really spread over 8 devices

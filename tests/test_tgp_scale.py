@@ -3,9 +3,6 @@ without training Grams against global models on the neighbourhood, sharded
 predictions on 8 fake devices against one device, and the float32 GP baseline
 with jitter against float64."""
 
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -23,9 +20,8 @@ from bayeskde.tgp import (
     weighted_knn_predict,
 )
 from bayeskde.tgp_baselines import _gp_predict, cholesky_with_jitter
-from tests.conftest import X64
+from tests.conftest import X64, run_on_host_devices
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-8 if X64 else 2e-4
 
 
@@ -134,16 +130,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_predictions_on_eight_devices_equal_one(tmp_path):
-    path = str(tmp_path / "out.npz")
-    env = {**os.environ,
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "JAX_PLATFORMS": "cpu",
-           "JAX_ENABLE_X64": "1" if X64 else "0"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(root=ROOT), path],
-        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    many = np.load(path)
+    many = run_on_host_devices(SCRIPT, tmp_path / "out.npz")
     assert int(many["devices"]) == 8
     models, Z = _shard_cases()
     for name, m in models.items():
