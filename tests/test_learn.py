@@ -50,8 +50,11 @@ def test_predictive_matches_the_grid_normalised_density(tgp, key):
     model, X, Y = tgp
     tau = 0.05
     Z = np.array([[0.4], [0.45], [0.6]])
+    # 4096 importance proposals: the draws carry about that many weighted points
+    # (the default 64 per chain gave Kolmogorov distances of 0.05-0.14 over seeds).
     pred = sample_tgp_predictive(key, model, Z, tau, num_chains=4, num_warmup=200,
-                                 num_samples=200, n_resample=2000, progress_bar=False)
+                                 num_samples=200, n_resample=4000, n_proposals=4096,
+                                 progress_bar=False)
     batch = tgp_energy_batch(model, jnp.asarray(Z, model.model_.X.dtype))
     lo, hi = Y.min() - 0.1 * np.ptp(Y), Y.max() + 0.1 * np.ptp(Y)
     grid = np.linspace(lo, hi, 4001)
@@ -62,15 +65,15 @@ def test_predictive_matches_the_grid_normalised_density(tgp, key):
     for j in range(3):
         dens = np.exp(-(E[j] - E[j].min()) / tau)
         cdf = np.cumsum(dens) / dens.sum()
-        emp = np.searchsorted(np.sort(pred.samples[j, :, 0]), grid) / 2000
-        # 2000 resampled draws from ~256 proposals: allow a loose KS distance.
-        assert np.max(np.abs(emp - cdf)) < 0.12, j
+        emp = np.searchsorted(np.sort(pred.samples[j, :, 0]), grid) / 4000
+        # Seeds 0-3 gave 0.027-0.060 (the grid cells hold up to ~1% of the mass).
+        assert np.max(np.abs(emp - cdf)) < 0.09, j
         upper_mass.append(dens[grid > 0.65].sum() / dens.sum())
     # At x = 0.4 the density has two branches (about 3/4 of the mass above
     # t = 0.65, the rest near the middle): the draws carry both, in proportion.
     assert 0.2 < upper_mass[0] < 0.9
     frac = np.mean(pred.samples[0, :, 0] > 0.65)
-    assert abs(frac - upper_mass[0]) < 0.08
+    assert abs(frac - upper_mass[0]) < 0.05
     assert pred.pareto_k.shape == (3,)
 
 
@@ -232,7 +235,7 @@ def test_bma_predictive_follows_the_mixture_over_kernel_draws(key):
     tau = 0.05
     Z = np.array([[0.4], [0.7]])
     kw = dict(num_chains=2, num_warmup=80, num_samples=80, n_resample=1000,
-              progress_bar=False)
+              n_proposals=2048, progress_bar=False)
     k = jax.random.fold_in(key, 7)
     pred = sample_bma_tgp_predictive(k, fit, X, Y, Z, tau, n_draws=2, ridge=1e-2,
                                      **kw)
@@ -255,7 +258,7 @@ def test_bma_predictive_follows_the_mixture_over_kernel_draws(key):
     for j in range(2):
         cdf = np.cumsum(mix[j])
         emp = np.searchsorted(np.sort(pred.samples[j, :, 0]), grid) / 2000
-        assert np.max(np.abs(emp - cdf)) < 0.12, j
+        assert np.max(np.abs(emp - cdf)) < 0.09, j
         # the mode sits where the mixture density is within a factor 3 of its peak
         near = mix[j][np.argmin(np.abs(grid - pred.mode[j, 0]))]
         assert near > mix[j].max() / 3, j

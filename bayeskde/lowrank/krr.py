@@ -9,9 +9,11 @@ the same ridge convention as :mod:`bayeskde.kde` (Weston et al. 2002, eq. (6): t
 exact system K + n ridge I is (*) with C = X, K invertible). ``Y`` may have p
 columns, all solved at once (KDE regresses every output principal component).
 
-:func:`nystroem_krr` forms K_nM^T K_nM block by block and solves (*) as ridge
-regression on the Nystroem features K_nM U S^-1/2 (K_MM = U S U^T), the estimator
-scikit-learn's ``Nystroem`` + ``Ridge`` computes (one M x M ``eigh``).
+:func:`nystroem_krr` forms Phi^T Phi block by block for the Nystroem features
+Phi = K_nM U (S + delta)^-1/2 (K_MM = U S U^T, one M x M ``eigh``, delta = 100 eps
+times the mean diagonal) and solves (*) as ridge regression on them, with
+K_MM + delta I in the penalty: the estimator scikit-learn's ``Nystroem`` + ``Ridge``
+computes, up to delta.
 :func:`falkon` (Rudi, Carratino and Rosasco 2017, Algorithm 1) never forms an M x M
 product of K_nM: conjugate gradients run on B^T H B beta = B^T K_nM^T Y / n with
 H = K_nM^T K_nM / n + ridge K_MM and the preconditioner B = T^-1 A^-1 built from
@@ -44,7 +46,7 @@ from .blocked import (
     scan_sum,
     split_kernel,
 )
-from .features import nystroem_normalizer, rel_floor
+from .features import damped_normalizer, rel_floor
 
 __all__ = ["KRRFit", "nystroem_krr", "falkon", "krr_predict"]
 
@@ -132,10 +134,11 @@ def feature_scatter(spec, theta, X, C, W, Y, block_size):
 @functools.partial(jax.jit, static_argnames=("spec", "block_size"))
 def _direct_jit(spec, theta, X, Y, C, ridge, block_size):
     n = X.shape[0]
-    # Nystroem features Phi = K_nM W with W = U S^-1/2 (pseudo-inverse of K_MM):
-    # alpha = W w, (Phi^T Phi + n ridge I) w = Phi^T Y, which is (*) for K_MM
-    # of full rank and stays well posed in float32 when K_MM is near-singular.
-    W = nystroem_normalizer(spec, theta, C)
+    # Nystroem features Phi = K_nM W with W = U (S + delta)^-1/2 (K_MM = U S U^T):
+    # alpha = W w, (Phi^T Phi + n ridge I) w = Phi^T Y, which is (*) with
+    # K_MM + delta I in the penalty (delta = 100 eps mean diag, see
+    # damped_normalizer) and stays well posed when K_MM is near-singular.
+    W = damped_normalizer(gram_fn(spec, theta, C, C))
     G, b = feature_scatter(spec, theta, X, C, W, Y, block_size)
     # eigh, not Cholesky: Phi^T Phi is PSD in exact arithmetic, but float32
     # round-off can push it below -n ridge, where Cholesky returns NaN.
