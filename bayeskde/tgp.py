@@ -80,6 +80,7 @@ from .tgp_neighbors import (
     DEFAULT_BLOCK_SIZE,
     check_features,
     nearest_neighbors,
+    neighbor_indices,
     top_k_neighbors,
 )
 
@@ -210,11 +211,10 @@ def _neighbors(model, X_test, idx, k, search_block):
     return top_k_neighbors(model.X, X_test, k, search_block)[1]
 
 
-@functools.partial(jax.jit, static_argnames=("k", "search_block"))
 def _search(X, X_test, k, search_block):
-    # Its own program with the plain jit, outside the prediction programs (the
-    # global one is compiled with _CPU_COMPILER_OPTIONS, see _predict_local).
-    return top_k_neighbors(X, X_test, k, search_block)[1]
+    # Outside the prediction programs: scikit-learn's tree on the CPU backend,
+    # the blocked top-k scan (its own jitted program) on accelerators.
+    return neighbor_indices(X, X_test, k, search_block)
 
 
 @_cpu_fast_compile_jit(_STATIC)
@@ -278,10 +278,9 @@ def _predict_local_impl(
         y0 = _choose_start(energy, y_t, Y[:init_neighbors], state, init)
         return tgp_minimize(energy, y0, state, max_iter=max_iter, tol=tol)
 
-    # Pad to whole batches (copies of the last test point, cut off below):
-    # lax.map's separate remainder batch deadlocked at run time on CPU (XLA
-    # 0.10, m = 10^5, 300 = 256 + 44 test points; no CPU used, every XLA thread
-    # waiting), while whole batches ran.
+    # Pad to whole batches (copies of the last test point, cut off below), so
+    # lax.map runs one batch shape. (A remainder batch was first suspected of the
+    # CPU deadlock that tests/test_runtime.py pins on jaxlib 0.10.)
     n_test = X_test.shape[0]
     bs = min(batch_size, n_test)
     total = -(-n_test // bs) * bs
@@ -293,10 +292,9 @@ def _predict_local_impl(
     return jax.tree_util.tree_map(lambda a: a[:n_test], sol)
 
 
-# The plain jit: compiled with _CPU_COMPILER_OPTIONS, this program (lax.map of
-# per-neighbourhood factorisations and BFGS loops) was seen to deadlock at run
-# time on CPU (m = 5000 and 10^5 training points, k = 100; no CPU used, all XLA
-# threads waiting), so the local path keeps XLA's default CPU compiler.
+# The plain jit (XLA's default CPU compiler). Its run-time deadlocks at
+# m = 5000 and 10^5 were jaxlib 0.10's batched LAPACK kernels blocking both
+# threads of XLA's CPU pool (tests/test_runtime.py), not this program.
 _predict_local = jax.jit(
     _predict_local_impl, static_argnames=(*_STATIC, "n_neighbors", "batch_size"))
 
@@ -540,10 +538,8 @@ class TwinGP(BaseEstimator):
 
     def _local_in_batches(self, X, k_x, k_xx, tol, idx, static):
         # One compiled call per batch of test points (the last one padded with
-        # copies of its last point, so every call has the same shapes): an XLA
-        # loop over several batches of the local program deadlocked at run time
-        # on CPU (XLA 0.10: m = 10^5, 300 test points in batches of 256, no CPU
-        # used, every XLA thread waiting); single batches run.
+        # copies of its last point, so every call has the same shapes), so that
+        # memory stays O(batch_size k^2) whatever the number of test points.
         n, bs = X.shape[0], min(int(self.batch_size), X.shape[0])
         parts = []
         for start in range(0, n, bs):

@@ -20,6 +20,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._typing import ArrayLike
@@ -29,7 +30,10 @@ from .kernels.base import squared_distances
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "nearest_neighbors",
+    "neighbor_indices",
 ]
+
+_METHODS = ("auto", "tree", "blocked")
 
 DEFAULT_BLOCK_SIZE = 4096
 """Training rows whose distances to all queries are held at once."""
@@ -93,38 +97,74 @@ def _nearest(X_train, X_query, k, block_size):
     return -neg, idx
 
 
+def _tree_neighbors(X_train, X_query, k):
+    """scikit-learn's k nearest (float64 on the host), nearest first, ties to
+    the lower training index: (squared distances, indices) as NumPy arrays."""
+    from sklearn.neighbors import NearestNeighbors
+
+    Xt = np.asarray(X_train, np.float64)
+    dist, idx = NearestNeighbors(n_neighbors=k).fit(Xt).kneighbors(
+        np.asarray(X_query, np.float64))
+    order = np.lexsort((idx, dist), axis=-1)
+    dist = np.take_along_axis(dist, order, axis=1)
+    return dist * dist, np.take_along_axis(idx, order, axis=1)
+
+
+def _resolve_method(method):
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method == "auto":
+        return "tree" if jax.default_backend() == "cpu" else "blocked"
+    return method
+
+
+def neighbor_indices(X_train, X_query, k, block_size, method="auto"):
+    """Indices ``(n_query, k)`` of the k nearest training rows (validated
+    arrays; the core of :func:`nearest_neighbors` used by :class:`TwinGP`)."""
+    if _resolve_method(method) == "tree":
+        return jnp.asarray(_tree_neighbors(X_train, X_query, k)[1], jnp.int32)
+    return _nearest(X_train, X_query, k, block_size)[1]
+
+
 def nearest_neighbors(
     X_train: Float[ArrayLike, "n_samples ..."],
     X_query: Float[ArrayLike, "n_query ..."],
     n_neighbors: int,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    method: str = "auto",
 ) -> tuple[Float[Array, "n_query k"], Int[Array, "n_query k"]]:
-    """The ``n_neighbors`` nearest training inputs of each query, blocked.
+    """The ``n_neighbors`` nearest training inputs of each query.
 
-    Euclidean distance, as the original ``TGPKNN.m``. The training rows are
-    scanned ``block_size`` at a time and each block's k best are merged into a
-    running top k, so the result equals ``jax.lax.top_k`` on the full distance
-    matrix (ties go to the lower training index) without holding it.
+    Euclidean distance, as the original ``TGPKNN.m``. ``method="blocked"`` scans
+    the training rows ``block_size`` at a time and merges each block's k best
+    into a running top k, so the result equals ``jax.lax.top_k`` on the full
+    distance matrix (ties go to the lower training index) without holding it.
+    ``method="tree"`` asks scikit-learn's ``NearestNeighbors`` (float64, on the
+    host; ties also to the lower index). ``"auto"``: the tree on the CPU
+    backend, the blocked scan on accelerators (module docstring).
 
     Args:
         X_train: ``(m, d)`` training inputs (1-D: one feature).
         X_query: ``(n_query, d)`` queries.
         n_neighbors: k, 1 <= k <= m.
         block_size: training rows per block (>= 1); ``>= m`` is one block.
+        method: ``"auto"``, ``"tree"`` or ``"blocked"``.
 
     Returns:
         ``(squared distances, indices)``, each ``(n_query, k)``, nearest first.
 
     Raises:
-        ValueError: k out of range, feature mismatch, NaN/inf, block_size < 1.
+        ValueError: k out of range, feature mismatch, NaN/inf, block_size < 1,
+            an unknown method.
 
-    Cost: O(n_query m (d + log k)) time, O(n_query (k + block_size)) memory.
+    Cost: blocked O(n_query m (d + log k)) time, O(n_query (k + block_size))
+    memory; tree O(m log m) to build and about O(k log m) per query in low d.
 
     Examples:
         >>> import numpy as np
         >>> d2, idx = nearest_neighbors(np.arange(10.0), np.array([2.2, 7.9]), 2,
-        ...                             block_size=3)
+        ...                             block_size=3, method="blocked")
         >>> idx.tolist()
         [[2, 3], [8, 7]]
     """
@@ -133,4 +173,7 @@ def nearest_neighbors(
     check_features(X_query, X_train.shape[1], "X_query")
     k = check_integer(n_neighbors, "n_neighbors", minimum=1, maximum=X_train.shape[0])
     bs = check_integer(block_size, "block_size", minimum=1)
+    if _resolve_method(method) == "tree":
+        d2, idx = _tree_neighbors(X_train, X_query, k)
+        return jnp.asarray(d2, X_query.dtype), jnp.asarray(idx, jnp.int32)
     return _nearest(X_train, X_query, k, min(bs, X_train.shape[0]))

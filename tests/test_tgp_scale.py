@@ -25,13 +25,16 @@ from tests.conftest import X64, run_on_host_devices
 ATOL = 1e-8 if X64 else 2e-4
 
 
-@pytest.mark.parametrize("block_size", [1, 4, 7, 50, 103, 4096])
+@pytest.mark.parametrize("block_size", [1, 4, 7, 50, 103, 4096, "tree"])
 def test_blocked_search_equals_brute_force(rng, block_size):
+    # "tree": scikit-learn's search (the CPU default) against the same oracle.
+    method = "tree" if block_size == "tree" else "blocked"
+    block_size = 7 if block_size == "tree" else block_size
     X = rng.normal(size=(103, 3))
     Q = rng.normal(size=(17, 3))
     d2_ref = ((Q[:, None] - X[None]) ** 2).sum(-1)
     for k in (1, 5, 9):
-        d2, idx = nearest_neighbors(X, Q, k, block_size=block_size)
+        d2, idx = nearest_neighbors(X, Q, k, block_size=block_size, method=method)
         ref = np.argsort(d2_ref, axis=1, kind="stable")[:, :k]
         np.testing.assert_array_equal(idx, ref)
         np.testing.assert_allclose(
@@ -39,17 +42,23 @@ def test_blocked_search_equals_brute_force(rng, block_size):
             atol=1e-10 if X64 else 1e-5)
     # The blocked search returns the unblocked top_k (distances up to the
     # round-off of a differently blocked matrix product).
-    full = nearest_neighbors(X, Q, 9, block_size=len(X))
-    blocked = nearest_neighbors(X, Q, 9, block_size=block_size)
+    full = nearest_neighbors(X, Q, 9, block_size=len(X), method="blocked")
+    blocked = nearest_neighbors(X, Q, 9, block_size=block_size, method=method)
     np.testing.assert_array_equal(blocked[1], full[1])
     np.testing.assert_allclose(blocked[0], full[0], rtol=1e-12 if X64 else 1e-5)
 
 
-def test_blocked_search_ties_go_to_the_lower_index():
-    X = np.array([[0.0], [1.0], [1.0], [-1.0], [1.0]])
-    d2, idx = nearest_neighbors(X, np.array([[1.0]]), 3, block_size=2)
-    assert idx.tolist() == [[1, 2, 4]]
-    np.testing.assert_array_equal(d2, [[0.0, 0.0, 0.0]])
+@pytest.mark.parametrize("method", ["blocked", "tree"])
+def test_search_ties_go_to_the_lower_index(method):
+    X = np.array([[0.0], [1.0], [1.0], [-1.0], [1.0], [2.0], [0.0]])
+    d2, idx = nearest_neighbors(X, np.array([[1.0]]), 5, block_size=2, method=method)
+    assert idx.tolist() == [[1, 2, 4, 0, 5]]
+    np.testing.assert_array_equal(d2, [[0.0, 0.0, 0.0, 1.0, 1.0]])
+
+
+def test_search_rejects_an_unknown_method():
+    with pytest.raises(ValueError, match="method must be one of"):
+        nearest_neighbors(np.zeros((3, 1)), np.zeros((1, 1)), 2, method="kd")
 
 
 def test_weighted_knn_blocked_equals_unblocked(rng):
