@@ -13,7 +13,9 @@
 # Output: JSON lines on stdout, also in $OUT/scale_gpu.jsonl, and the whole log
 # in $OUT/gpu_log.txt ($OUT is the device tool's output folder; /tmp when unset).
 # Environment knobs: N_CENTERS (2000), EXACT_MAX (30000), PEER_MAX (100000),
-# REPEATS (3), EVIDENCE_CENTERS (300), PY (python3).
+# REPEATS (3), EVIDENCE_CENTERS (300), PY (python3); ALLOW_CPU=1 runs the same
+# steps on a CPU backend (a dry run of the script itself, at small sizes:
+# tests/test_bench_scripts.py does that).
 #
 # Budget (about 10 minutes): each size runs in a fresh process (compile included);
 # the scikit-learn peer runs on the 16 host cores and stops at PEER_MAX; the
@@ -31,7 +33,8 @@ PY="${PY:-python3}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 
-if ! "$PY" -c "import jax, sys; sys.exit(jax.default_backend() != 'gpu')"; then
+if [ "${ALLOW_CPU:-0}" != 1 ] && \
+   ! "$PY" -c "import jax, sys; sys.exit(jax.default_backend() != 'gpu')"; then
     echo '{"error": "JAX has no GPU backend in '"$PY"'"}'
     exit 2
 fi
