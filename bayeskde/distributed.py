@@ -29,7 +29,13 @@ other JAX call each process runs::
 (on SLURM, Open MPI or Cloud TPU the three arguments are detected and may be
 left out). Afterwards ``jax.devices()`` lists the devices of every host and
 :func:`device_mesh` spans all of them; each process passes the same global
-arrays (for instance the same seed-generated data) and reads back its results.
+arrays (for instance the same seed-generated data). A result sharded over all
+hosts is not addressable from one process: read it back with
+``jax.experimental.multihost_utils.process_allgather(out, tiled=True)``. The
+test suite runs this launch as two processes on one machine (2 fake devices
+each, coordinator on localhost, Gloo collectives) and checks Grams, HMM
+posteriors and batched predictions against one device
+(``tests/test_distributed.py::test_two_processes_equal_one``).
 To try the code on one CPU, fake devices with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` set before JAX starts.
 """

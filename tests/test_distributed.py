@@ -1,11 +1,19 @@
-"""Sharded execution (bayeskde.distributed): 8 fake CPU devices equal one device.
+"""Sharded execution (bayeskde.distributed): 8 fake CPU devices, and two
+processes joined by ``jax.distributed`` (2 devices each), equal one device.
 
 JAX is already initialised with one CPU device in the pytest process, so the
 8-device run happens in a subprocess started with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8``; it writes its results to
-an ``.npz`` file that this process compares with the single-device results.
+an ``.npz`` file that this process compares with the single-device results. The
+multi-host run starts two such processes on this machine, each calling
+:func:`initialize_distributed` with a local coordinator, as the module
+docstring's launch describes for real hosts.
 """
 
+import os
+import socket
+import subprocess
+import sys
 import textwrap
 
 import jax
@@ -23,7 +31,7 @@ from bayeskde.distributed import (
 )
 from bayeskde.hmm import forward_backward
 from bayeskde.lowrank import falkon, krr_predict
-from tests.conftest import X64, run_on_host_devices
+from tests.conftest import ROOT, X64, run_on_host_devices
 
 TOL = 1e-12 if X64 else 1e-5
 
@@ -45,8 +53,17 @@ def _predict(centers, coef, X):
     return jnp.exp(-0.5 * jnp.sum((X[:, None, :] - centers[None]) ** 2, -1)) @ coef
 
 
+def _host(x):
+    """A (possibly multi-process) global array as one NumPy array on this host."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        x = multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x)
+
+
 def _compute():
-    """Everything compared across device counts (also run in the subprocess)."""
+    """Everything compared across device counts (also run in the subprocesses)."""
     X, li, lt, ll, mask = _problem()
     mesh = device_mesh()
     K = sharded_gram("rbf", X, params={"gamma": 0.5}, mesh=mesh, block_size=3)
@@ -55,13 +72,13 @@ def _compute():
     fit = falkon("rbf", X, np.sin(X[:, :2]), X[:8], 1e-3, params={"gamma": 0.5})
     pred = sharded_batch_map(_predict, X, broadcast=(fit.centers, fit.coef))
     return {
-        "K": np.asarray(K),
-        "K40": np.asarray(K40),
+        "K": _host(K),
+        "K40": _host(K40),
         "K40_shards": len(K40.sharding.device_set),
-        "gamma": np.asarray(post.gamma),
-        "xi": np.asarray(post.xi),
-        "loglik": np.asarray(post.log_likelihood),
-        "pred": np.asarray(pred),
+        "gamma": _host(post.gamma),
+        "xi": _host(post.xi),
+        "loglik": _host(post.log_likelihood),
+        "pred": _host(pred),
         "devices": jax.device_count(),
     }
 
@@ -87,6 +104,49 @@ def test_eight_devices_equal_one(tmp_path):
     for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
         np.testing.assert_allclose(many[name], one[name], rtol=TOL, atol=TOL,
                                    err_msg=name)
+
+
+MULTIHOST = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path.insert(0, {root!r})
+    from bayeskde.distributed import initialize_distributed
+    info = initialize_distributed("localhost:" + sys.argv[3], num_processes=2,
+                                  process_id=int(sys.argv[2]))
+    from tests.test_distributed import _compute
+    out = _compute()
+    out.update(info)
+    np.savez(sys.argv[1], **out)
+""")
+
+
+def test_two_processes_equal_one(tmp_path):
+    with socket.socket() as sock:  # a free port for the coordinator
+        sock.bind(("localhost", 0))
+        port = str(sock.getsockname()[1])
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "JAX_PLATFORMS": "cpu", "JAX_ENABLE_X64": "1" if X64 else "0"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", MULTIHOST.format(root=ROOT),
+         str(tmp_path / f"p{rank}.npz"), str(rank), port],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in (0, 1)]
+    try:
+        logs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, err) in zip(procs, logs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    one = _compute()
+    for rank in (0, 1):
+        out = np.load(tmp_path / f"p{rank}.npz")
+        assert int(out["process_index"]) == rank and int(out["process_count"]) == 2
+        assert int(out["device_count"]) == 4 and int(out["local_device_count"]) == 2
+        assert int(out["K40_shards"]) == 4  # rows spread over both processes
+        for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
+            np.testing.assert_allclose(out[name], one[name], rtol=TOL, atol=TOL,
+                                       err_msg=f"process {rank}: {name}")
 
 
 def test_single_device_oracles():
