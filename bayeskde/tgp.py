@@ -300,16 +300,17 @@ _predict_local = jax.jit(
 
 
 @functools.lru_cache(maxsize=32)
-def _sharded_fn(treedef, n_leaves, has_kx, local, static_items):
+def _sharded_fn(treedef, n_leaves, has_kx, has_idx, local, static_items):
     """One function object per configuration, so compiled programs are reused."""
     static = dict(static_items)
     impl = _predict_local_impl if local else _predict_global.raw
 
     def fn(*args):
         model = jax.tree_util.tree_unflatten(treedef, args[:n_leaves])
-        tol, X_test = args[n_leaves], args[n_leaves + 1]
-        k_x, k_xx = args[n_leaves + 2:] if has_kx else (None, None)
-        return impl(model, X_test, k_x, k_xx, tol, **static)
+        tol, X_test, *rest = args[n_leaves:]
+        idx = rest.pop() if has_idx else None
+        k_x, k_xx = rest if has_kx else (None, None)
+        return impl(model, X_test, k_x, k_xx, tol, idx, **static)
 
     return fn
 
@@ -589,20 +590,23 @@ class TwinGP(BaseEstimator):
         if local:
             static.update(n_neighbors=self.n_neighbors_,
                           batch_size=int(self.batch_size))
+        k = self.n_neighbors_ if local else self.init_neighbors_
+        # Neighbours searched once, before the compiled programs (on CPU by
+        # scikit-learn's tree), and sharded with the test points on a mesh.
+        idx = (None if not local and self.init_ == "linear"
+               else _search(self.model_.X, X, k, static["search_block"]))
         if mesh is not None:
             from .distributed import sharded_batch_map
 
             leaves, treedef = jax.tree_util.tree_flatten(self.model_)
-            fn = _sharded_fn(treedef, len(leaves), bool(kernels), local,
-                             tuple(sorted(static.items())))
-            sol = sharded_batch_map(fn, X, *kernels, mesh=mesh,
+            fn = _sharded_fn(treedef, len(leaves), bool(kernels), idx is not None,
+                             local, tuple(sorted(static.items())))
+            extra = () if idx is None else (idx,)
+            sol = sharded_batch_map(fn, X, *kernels, *extra, mesh=mesh,
                                     broadcast=(*leaves, tol))
         else:
             k_x, k_xx = kernels or (None, None)
             predict = _predict_local if local else _predict_global
-            k = self.n_neighbors_ if local else self.init_neighbors_
-            idx = (None if not local and self.init_ == "linear"
-                   else _search(self.model_.X, X, k, static["search_block"]))
             if local:
                 sol = self._local_in_batches(X, k_x, k_xx, tol, idx, static)
             else:
