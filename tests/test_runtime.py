@@ -42,8 +42,9 @@ print("finished")
 
 
 def test_concurrent_batched_lapack_calls_finish():
-    # With jaxlib 0.10.2 on 2 cores this hung within 200 iterations in each of
-    # 4 runs (and passed 5); 0.9.2 runs 200 in 12 s on an idle machine.
+    # With jaxlib 0.10.2 on 2 cores 200 iterations hung in all 6 runs (3 of them
+    # under XLA flags that did not help) while 5 passed; 0.9.2 runs 200 in
+    # 10-12 s on an idle machine.
     env = {**os.environ, "JAX_ENABLE_X64": "1" if jax.config.jax_enable_x64 else "0"}
     try:
         proc = subprocess.run([sys.executable, "-c", PROGRAM, "200"], env=env,
