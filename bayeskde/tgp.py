@@ -374,7 +374,9 @@ class TwinGP(BaseEstimator):
             energy drifts off the data from the linear start (module docstring).
         init_neighbors: candidate starts from the nearest training inputs (at
             most ``n_neighbors`` with local models).
-        search_block_size: training rows per block of the neighbour search.
+        search_block_size: training rows per block of the blocked neighbour
+            search, used on accelerators (on the CPU backend the search is
+            scikit-learn's tree; :func:`nearest_neighbors`).
         shard: predict with the test points sharded over all devices
             (:func:`tgp_predict_sharded`).
 
