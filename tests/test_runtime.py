@@ -1,6 +1,6 @@
 """The installed JAX runtime does not deadlock on concurrent batched LAPACK calls.
 
-jaxlib 0.10 (0.10.0 to 0.10.2) splits a batched LAPACK call (Cholesky, eigh,
+jaxlib 0.10 (seen on 0.10.2) splits a batched LAPACK call (Cholesky, eigh,
 ...) into tasks on XLA's CPU thread pool and blocks the calling pool thread
 until they finish (``ParallelBatchMap``). When the thunk executor runs two such
 calls at once and the pool has two threads (this machine and CI: two cores),
