@@ -1,5 +1,13 @@
-"""bayeskde: Bayesian kernel learning for structured prediction on JAX and NumPyro."""
+"""bayeskde: Bayesian kernel learning for structured prediction on JAX and NumPyro.
 
+Subpackages, bottom to top: ``kernels`` (kernel definitions and algebra),
+``lowrank`` (blocked Grams, Nystroem, random features, Falkon), ``kpca``,
+``kde``, ``tgp``, ``hmm``, ``meanmap``, ``hyperlearn``; the Bayesian layer
+``models`` (NumPyro models), ``infer`` (NUTS/SVI, ArviZ) and ``learn``
+(workflows); ``datasets`` and ``apps`` (the command-line programs).
+"""
+
+from . import _compat
 from . import hmm as hmm
 from . import kernels as kernels
 from . import lowrank as lowrank
@@ -7,11 +15,13 @@ from . import meanmap as meanmap
 from .hyperlearn import HyperkernelLearner as HyperkernelLearner
 from .hyperlearn import LearnedKernel as LearnedKernel
 from .kde import KernelDependencyEstimator as KernelDependencyEstimator
+from .kde import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
 from .kde import KNNDependencyEstimator as KNNDependencyEstimator
-from .kde_cv import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
-from .kernels.transforms import PolynomialKernelTransform as PolynomialKernelTransform
+from .kernels import PolynomialKernelTransform as PolynomialKernelTransform
 from .kpca import KernelPCA as KernelPCA
 from .tgp import TwinGP as TwinGP
+
+_compat.install()
 
 __version__ = "0.1.0"
 

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ._typing import float_dtype as _float_dtype
+
 __all__ = [
     "as_float_array",
     "check_data",
+    "check_gram",
     "check_positive",
     "check_nonnegative",
     "check_integer",
@@ -54,8 +57,6 @@ def num_samples(data) -> int:
     return len(data)
 
 
-def _float_dtype():
-    return jnp.zeros(()).dtype  # float32 or float64 by the JAX x64 setting
 
 
 def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
@@ -88,6 +89,19 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     return jnp.asarray(arr, dtype=_float_dtype())
+
+
+def check_gram(K, name: str, *, what: str = "a square Gram matrix"):
+    """A finite, square 2-D float array (a Gram or precomputed kernel matrix).
+
+    Raises:
+        TypeError: if ``K`` is not numeric.
+        ValueError: if ``K`` is not 2-D and square, is empty or holds NaN/inf.
+    """
+    K = as_float_array(K, name, ndim=2)
+    if K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name} must be {what}, got shape {K.shape}")
+    return K
 
 
 def check_data(data, name: str, *, min_samples: int = 1):

@@ -1,7 +1,7 @@
 """The ``bayeskde`` command.
 
 ``bayeskde demo`` runs the main job on the embedded S-shape data: NUTS learns the
-kernel transform degrees and bandwidths (:mod:`bayeskde.sshape_demo`), with progress
+kernel transform degrees and bandwidths (:mod:`bayeskde.apps.demo`), with progress
 bars, a printed summary beside the deterministic baselines, and InferenceData
 (.nc), PNG plots and JSON written to ``--out``. ``bayeskde strings`` runs the
 strings-to-strings reproduction of Weston et al. (2002, section 4.1, Table 1).
@@ -26,7 +26,7 @@ def _precision(args) -> None:
 
 def _demo(args) -> int:
     _precision(args)
-    from .sshape_demo import (
+    from .apps.demo import (
         format_sshape_summary,
         run_sshape_demo,
         write_sshape_outputs,
@@ -46,7 +46,7 @@ def _strings(args) -> int:
     _precision(args)
     import jax
 
-    from .demo import (
+    from .apps.strings import (
         format_strings_summary,
         plot_strings_experiment,
         run_strings_experiment,

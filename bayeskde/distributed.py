@@ -7,13 +7,12 @@ program on its slice (``jax.shard_map``). A batch whose length is not a multiple
 of the device count is padded with copies of its last item, and the padding is cut
 from the result, so results equal the single-device ones.
 
-- :func:`sharded_gram`: a kernel matrix K(X, Z) sharded by row blocks of X (each
-  device forms its rows; blocked further with ``block_size``).
 - :func:`sharded_batch_map`: any batched function ``fn(*arrays)`` (predictions
   of a fitted KDE or Twin GP on test points, kernel rows, ...) over the devices.
-- :func:`sharded_hmm_posteriors`: ``jax.vmap`` of the public
-  :func:`bayeskde.hmm.forward_backward` over a padded batch of sequences,
-  sequences sharded across devices.
+  It knows no algorithm; the sharded Gram
+  (:func:`bayeskde.lowrank.sharded_gram`), the sharded HMM posteriors
+  (:func:`bayeskde.hmm.sharded_hmm_posteriors`) and the sharded Twin GP
+  (:func:`bayeskde.tgp.tgp_predict_sharded`) are built on it in their packages.
 - MCMC chains: :func:`bayeskde.infer.run_nuts` hands ``chain_method="parallel"``
   to NumPyro (one chain per device, ``pmap``) whenever
   ``jax.local_device_count() >= num_chains`` and ``"vectorized"`` otherwise, so
@@ -50,24 +49,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-from jaxtyping import Array, Float
 
+from ._linalg import pad_to_multiple
 from ._typing import ArrayLike
 from ._validation import check_integer
-from .hmm import HMMPosterior, forward_backward
-from .lowrank.blocked import (
-    _check_pair,
-    gram_fn,
-    pad_rows,
-    resolve_vector_kernel,
-    split_kernel,
-)
 
 __all__ = [
     "device_mesh",
     "sharded_batch_map",
-    "sharded_gram",
-    "sharded_hmm_posteriors",
     "initialize_distributed",
 ]
 
@@ -80,13 +69,6 @@ def device_mesh(devices=None, axis_name: str = AXIS) -> Mesh:
     if devs.size == 0:
         raise ValueError("devices is empty; need at least one device")
     return Mesh(devs.reshape(-1), (axis_name,))
-
-
-def _pad(x, total):
-    n = x.shape[0]
-    if total == n:
-        return x
-    return jnp.concatenate([x, jnp.broadcast_to(x[-1:], (total - n,) + x.shape[1:])])
 
 
 @functools.lru_cache(maxsize=64)
@@ -143,111 +125,13 @@ def sharded_batch_map(
     total = -(-n // d) * d
     axis = mesh.axis_names[0]
     sharding = NamedSharding(mesh, P(axis))
-    padded = [jax.device_put(_pad(a, total), sharding) for a in arrs]
+    padded = [jax.device_put(pad_to_multiple(a, d)[0], sharding) for a in arrs]
     consts = [jax.device_put(jnp.asarray(b), NamedSharding(mesh, P()))
               for b in broadcast]
     out = _compiled(fn, mesh, axis, len(consts), len(arrs))(*consts, *padded)
     if total == n:
         return out
     return jax.tree_util.tree_map(lambda o: o[:n], out)
-
-
-@functools.lru_cache(maxsize=16)
-def _gram_block_fn(spec, block_size):
-    def fn(theta, Z, X):
-        if block_size is None or block_size >= X.shape[0]:
-            return gram_fn(spec, theta, X, Z)
-        Xb, _ = pad_rows(X, block_size)
-        out = jax.lax.map(lambda xb: gram_fn(spec, theta, xb, Z), Xb)
-        return out.reshape(-1, Z.shape[0])[: X.shape[0]]
-    return fn
-
-
-def sharded_gram(
-    kernel,
-    X: Float[ArrayLike, "n_x n_features"],
-    Z: Float[ArrayLike, "n_z n_features_z"] | None = None,
-    *,
-    params=None,
-    mesh: Mesh | None = None,
-    block_size: int | None = None,
-) -> Float[Array, "n_x n_z"]:
-    """Kernel matrix K(X, Z) with its rows sharded over the devices of ``mesh``.
-
-    Args:
-        kernel, params: a vector kernel (``"rbf"``, ``"polynomial"``,
-            ``"linear"``, ``"regression"``).
-        X: ``(n_x, d)``; Z: ``(n_z, d)`` or ``None`` for Z = X (replicated).
-        mesh: a one-axis mesh (default: all devices).
-        block_size: rows each device forms at once (``None``: its whole slice).
-
-    Returns:
-        ``(n_x, n_z)``; when ``n_x`` is a multiple of the device count its rows
-        stay sharded, ``NamedSharding(mesh, P(axis))``.
-
-    Raises:
-        ValueError: as :func:`bayeskde.lowrank.blocked_gram`.
-
-    Cost: O(n_x n_z d / D) time per device, O(n_x n_z / D) memory per device.
-    """
-    k = resolve_vector_kernel(kernel, params)
-    X, Z = _check_pair(X, Z)
-    bs = None if block_size is None else check_integer(block_size, "block_size")
-    spec, theta = split_kernel(k)
-    return sharded_batch_map(
-        _gram_block_fn(spec, bs), X, mesh=mesh, broadcast=(theta, Z))
-
-
-def _hmm_batch(log_initial, log_transition, log_likelihoods, mask):
-    return jax.vmap(
-        lambda ll, mk: forward_backward(log_initial, log_transition, ll, mask=mk)
-    )(log_likelihoods, mask)
-
-
-def sharded_hmm_posteriors(
-    log_initial: Float[ArrayLike, " num_states"],
-    log_transition: Float[ArrayLike, "num_states num_states"],
-    log_likelihoods: Float[ArrayLike, "*dims"],
-    *,
-    mask: ArrayLike | None = None,
-    mesh: Mesh | None = None,
-) -> HMMPosterior:
-    """Forward-backward on a batch of padded sequences, sequences over devices.
-
-    Args:
-        log_initial: ``(N,)``; log_transition: ``(N, N)`` (shared by the batch).
-        log_likelihoods: ``(B, T, N)`` per-sequence log p(x_t | q_t).
-        mask: optional ``(B, T)`` bool, False on padded steps.
-        mesh: a one-axis mesh (default: all devices).
-
-    Returns:
-        :class:`bayeskde.hmm.HMMPosterior` with a leading batch axis:
-        ``gamma`` ``(B, T, N)``, ``xi`` ``(B, N, N)``, ``log_likelihood`` ``(B,)``.
-
-    Raises:
-        ValueError: inconsistent shapes or NaN, or probabilities that do not sum
-            to one (checked once on the first sequence with
-            :func:`bayeskde.hmm.forward_backward`).
-
-    Cost: O(B T N^2 / D) time per device, O(B T N / D) memory per device.
-    """
-    li = jnp.asarray(log_initial)
-    lt = jnp.asarray(log_transition)
-    ll = jnp.asarray(log_likelihoods)
-    if ll.ndim != 3 or ll.shape[0] < 1:
-        raise ValueError(
-            f"log_likelihoods must be (B, T, N) with B >= 1, got shape {ll.shape}"
-        )
-    if np.isnan(np.asarray(ll)).any():
-        raise ValueError("log_likelihoods contains NaN")
-    mk = jnp.ones(ll.shape[:2], bool) if mask is None else jnp.asarray(mask, bool)
-    if mk.shape != ll.shape[:2]:
-        raise ValueError(
-            f"mask must have shape {ll.shape[:2]} (B, T), got {mk.shape}"
-        )
-    # The public function validates parameters and shapes on one sequence.
-    forward_backward(li, lt, ll[0], mask=mk[0])
-    return sharded_batch_map(_hmm_batch, ll, mk, mesh=mesh, broadcast=(li, lt))
 
 
 def initialize_distributed(
@@ -285,3 +169,20 @@ def initialize_distributed(
         "local_device_count": jax.local_device_count(),
         "device_count": jax.device_count(),
     }
+
+
+_MOVED = {
+    "sharded_gram": "bayeskde.lowrank",
+    "sharded_hmm_posteriors": "bayeskde.hmm",
+}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+
+        from ._compat import warn_moved
+
+        warn_moved(f"bayeskde.distributed.{name}", f"{_MOVED[name]}.{name}")
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

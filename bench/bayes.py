@@ -52,7 +52,7 @@ from numpyro.infer.util import potential_energy  # noqa: E402
 
 from bayeskde.datasets import load_digits_halves  # noqa: E402
 from bayeskde.infer import run_nuts, to_inference_data  # noqa: E402
-from bayeskde.kde_cv import PAPER_SIGMAS  # noqa: E402
+from bayeskde.kde import PAPER_SIGMAS  # noqa: E402
 from bayeskde.kernels import median_heuristic  # noqa: E402
 from bayeskde.kpca import kernel_pca, kpca_transform  # noqa: E402
 from bayeskde.models import (  # noqa: E402

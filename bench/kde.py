@@ -29,7 +29,7 @@ Times are medians of interleaved runs: wall, plus process CPU time, which shrugs
 other load on a shared machine. BLAS/LAPACK threads are capped at ``--blas-threads``
 (default 1) on both sides. Prints one JSON line; ``--profile`` adds a second with
 where bayeskde's float64 time goes: the Grams, the jitted per-fold-group calls that
-``kde_cv_losses`` makes (``bayeskde.kde_cv._fold_group``), and, as a floor, one bare
+``kde_cv_losses`` makes (``bayeskde.kde.cv._fold_group``), and, as a floor, one bare
 batched ``eigh`` of the same number and size of training Grams.
 
 Run: ``python bench/kde.py [--repeats 3] [--n-train 200] [--blas-threads 1]
@@ -53,13 +53,8 @@ from sklearn.metrics import pairwise_distances
 from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
-from bayeskde.kde_cv import (
-    PAPER_RIDGES,
-    PAPER_SIGMAS,
-    input_gram_grid,
-    kde_cv_losses,
-    kfold_indices,
-)
+from bayeskde.apps.protocols import PAPER_RIDGES, PAPER_SIGMAS
+from bayeskde.kde import input_gram_grid, kde_cv_losses, kfold_indices
 from bayeskde.kernels.registry import make_kernel
 
 # The check runs in float64; the bench script (never the library) turns it on.
@@ -142,7 +137,8 @@ def profile_bayeskde(X, Y, sigmas, gamma_y, folds, repeats):
     mirrored calls give the library's mean-loss grid.
     """
     # Private: the profile follows the library's internals, the bench proper doesn't.
-    from bayeskde.kde_cv import _fold_group, loss_matrix_from_kernel
+    from bayeskde.kde import loss_matrix_from_kernel
+    from bayeskde.kde.cv import _fold_group
 
     def grams():
         K_grid = input_gram_grid("rbf", [{"sigma": s} for s in sigmas], X)

@@ -3,7 +3,7 @@
 Talts et al. (2018): draw theta from the prior, data from the model, sample the
 posterior, and test that the rank of theta among L posterior draws is uniform.
 Two models, each with one independent NUTS chain per replication
-(:func:`bayeskde.sbc.replicated_nuts`, one compiled program):
+(:func:`bayeskde.infer.replicated_nuts`, one compiled program):
 
 - ``kernel``: the exact part of the kernel hyperparameter model
   (:func:`bayeskde.models.kernel_hyper_model` with d1 = d2 = 1 and no KL factor,
@@ -33,17 +33,17 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.diagnostics import effective_sample_size
 
-from bayeskde.models import BayesianHMMPrior, bayesian_hmm_model
+from bayeskde.infer import replicated_nuts, sbc_rank_test
+from bayeskde.models import (
+    BayesianHMMPrior,
+    bayesian_hmm_model,
+    simulate_categorical_hmm,
+    simulate_kernel_gp_part,
+)
 from bayeskde.models.kernel_hyper import (
     KernelHyperData,
     KernelHyperPrior,
     kernel_hyper_model,
-)
-from bayeskde.sbc import (
-    replicated_nuts,
-    sbc_rank_test,
-    simulate_categorical_hmm,
-    simulate_kernel_gp_part,
 )
 
 

@@ -45,7 +45,7 @@ import scipy.optimize
 
 from bayeskde.datasets import make_sshape
 from bayeskde.tgp import TwinGP
-from bayeskde.tgp_neighbors import _resolve_method
+from bayeskde.tgp.neighbors import _resolve_method
 
 jax.config.update("jax_enable_x64", True)
 

@@ -3,7 +3,7 @@
 Every experiment follows one pattern: Gram matrices over *all* examples are built
 once, then each outer fold slices its training block, chooses hyperparameters by
 an inner cross-validation on that block with the shared-eigendecomposition
-functions of :mod:`bayeskde.kde_cv`, refits on the whole training block and
+functions of :mod:`bayeskde.kde.cv`, refits on the whole training block and
 predicts the test block. Pre-images are training outputs, so a prediction is an
 index into the training set and any loss is a lookup in a loss matrix.
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bayeskde.demo import mean_se
-from bayeskde.kde_cv import PAPER_SIGMAS
-from bayeskde.kde_cv import select_and_predict_kde as _select_and_predict_kde
-from bayeskde.kde_cv import select_and_predict_knn as _select_and_predict_knn
+from bayeskde.apps.protocols import PAPER_SIGMAS
+from bayeskde.apps.protocols import select_and_predict_kde as _select_and_predict_kde
+from bayeskde.apps.protocols import select_and_predict_knn as _select_and_predict_knn
+from bayeskde.apps.strings import mean_se
 
 __all__ = [
     "SIGMA_GRIDS",

@@ -1,6 +1,6 @@
 """Bayesian HMM feeding mean-map kernels, beside the EM-fitted kernels.
 
-On the synthetic two-class sequence tasks of ``bayeskde.sequences`` (categorical
+On the synthetic two-class sequence tasks of ``bayeskde.datasets`` (categorical
 and Gaussian HMMs that differ only in their transitions; the exon/intron task
 unless ``--quick``), every outer fold:
 
@@ -41,6 +41,7 @@ from _common import Timer, enable_x64, fmt, print_table, summarise, write_json
 from sequence_classification import CS, _normalised, _svm_acc
 from sklearn.model_selection import StratifiedKFold
 
+from bayeskde.datasets import make_exon_intron, make_hmm_classification
 from bayeskde.hmm import fit_hmm, pad_sequences
 from bayeskde.infer import (
     convergence_report,
@@ -62,7 +63,6 @@ from bayeskde.models import (
     posterior_latent_mean_map_gram,
     relabel_samples,
 )
-from bayeskde.sequences import make_exon_intron, make_hmm_classification
 
 NAME = "bayesian_hmm_meanmap"
 METHODS = ("em_lmmk", "bayes_lmmk", "bayes_lmmk_kernel", "em_ppk", "bayes_ppk")

@@ -182,7 +182,7 @@ def cv_fold(K_grid, sigmas, train, test, L, loss):
 
 
 def _ridges():
-    from bayeskde.kde_cv import PAPER_RIDGES
+    from bayeskde.apps.protocols import PAPER_RIDGES
 
     return PAPER_RIDGES
 
@@ -192,8 +192,9 @@ def digits_task(args):
     from digits_classification import train_on_one_fold
     from digits_reconstruction import N_CLUSTERS, choose_output_sigma
 
+    from bayeskde.apps.protocols import PAPER_SIGMAS
     from bayeskde.datasets import load_digits_halves
-    from bayeskde.kde_cv import PAPER_SIGMAS, input_gram_grid
+    from bayeskde.kde import input_gram_grid
     from bayeskde.kernels import make_kernel, median_heuristic
 
     top, bottom, labels = load_digits_halves()
@@ -215,8 +216,9 @@ def strings_task(args):
     """The string-to-string task of section 4.1 (Table 1 protocol)."""
     import jax
 
+    from bayeskde.apps.protocols import PAPER_SIGMAS
     from bayeskde.datasets import make_string_pairs
-    from bayeskde.kde_cv import PAPER_SIGMAS, kfold_indices, loss_matrix_from_kernel
+    from bayeskde.kde import kfold_indices, loss_matrix_from_kernel
     from bayeskde.kernels import kernel_rbf_map, make_kernel, median_heuristic
 
     pairs = make_string_pairs(jax.random.key(args.seed), n_samples=200)

@@ -49,7 +49,7 @@ def _args(argv):
 
 
 def run_sshape(args) -> dict:
-    from bayeskde.sshape_demo import (
+    from bayeskde.apps.demo import (
         FULL,
         QUICK,
         format_sshape_summary,
@@ -79,13 +79,13 @@ def run_arm(args) -> dict:
     from pose_tgp import errors as arm_errors
 
     from bayeskde import infer
+    from bayeskde.apps.demo import plot_degree_posterior
     from bayeskde.datasets import make_arm_pose
     from bayeskde.learn import bma_tgp_predict, fit_kernel_hyper, twin_gp_from_params
     from bayeskde.models.kernel_hyper import (
         default_kernel_hyper_prior,
         prepare_kernel_hyper_data,
     )
-    from bayeskde.sshape_demo import plot_degree_posterior
     from bayeskde.tgp import TwinGP, gp_predict, weighted_knn_predict
 
     t0 = time.perf_counter()

@@ -93,8 +93,9 @@ def svm_l2_select(K_grid, y, ridges, folds):
 
 
 def run(args) -> dict:
+    from bayeskde.apps.protocols import PAPER_RIDGES
     from bayeskde.datasets import load_digits_classification
-    from bayeskde.kde_cv import PAPER_RIDGES, input_gram_grid
+    from bayeskde.kde import input_gram_grid
     from bayeskde.kernels import make_kernel, median_heuristic
 
     timer = Timer()

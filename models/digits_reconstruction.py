@@ -71,7 +71,7 @@ def choose_output_sigma(Y, n_clusters, seed):
     """
     from sklearn.cluster import KMeans
 
-    from bayeskde.kde_cv import input_gram_grid
+    from bayeskde.kde import input_gram_grid
     from bayeskde.kernels import alignment, median_heuristic
 
     clusters = KMeans(n_clusters, n_init=10, random_state=seed).fit_predict(Y)
@@ -131,8 +131,9 @@ def plot_examples(path: Path, top, bottom, labels, test, pred_kde, pred_knn):
 
 
 def run(args) -> dict:
+    from bayeskde.apps.protocols import PAPER_RIDGES
     from bayeskde.datasets import load_digits_halves
-    from bayeskde.kde_cv import PAPER_RIDGES, input_gram_grid
+    from bayeskde.kde import input_gram_grid
     from bayeskde.kernels import make_kernel, median_heuristic
 
     timer = Timer()

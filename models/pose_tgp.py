@@ -113,7 +113,7 @@ def main(argv=None) -> dict:
     import jax
 
     from bayeskde.datasets import make_arm_pose
-    from bayeskde.kernels.transforms import PolynomialKernelTransform
+    from bayeskde.kernels import PolynomialKernelTransform
     from bayeskde.tgp import TwinGP, gp_predict, weighted_knn_predict
 
     timer = Timer()

@@ -31,7 +31,7 @@ hyperparameters by an inner 3-fold stratified CV on the outer training block onl
 * ``bayes``: the generative classifier, one 3-state HMM per class (the true
   structure), argmax of log likelihood plus log prior.
 
-Tasks (``bayeskde.sequences``): two-class HMMs with categorical and with Gaussian
+Tasks (``bayeskde.datasets``): two-class HMMs with categorical and with Gaussian
 emissions that differ only in their transition matrices, and the DNA-like
 exon/intron task. All sequences of a run share one length and every training
 block one size, so each EM configuration compiles once. Gaussian LMMKs are exact
@@ -69,6 +69,7 @@ from _common import (
 from sklearn.model_selection import StratifiedKFold
 from sklearn.svm import SVC
 
+from bayeskde.datasets import make_exon_intron, make_hmm_classification
 from bayeskde.hmm import batch_posteriors, fit_hmm, pad_sequences
 from bayeskde.meanmap import (
     LatentFeatures,
@@ -83,7 +84,6 @@ from bayeskde.meanmap import (
     state_kernel_matrix,
     symbol_kernel_matrix,
 )
-from bayeskde.sequences import make_exon_intron, make_hmm_classification
 
 NAME = "sequence_classification"
 METHODS = ("lmmk_paper", "lmmk", "lmmk_rbf", "lmmk_class", "lmmk_select", "fisher",

@@ -58,7 +58,7 @@ def _add_arguments(parser) -> None:
 def main(argv=None) -> dict:
     import jax
 
-    from bayeskde.demo import format_strings_summary, run_strings_experiment
+    from bayeskde.apps.strings import format_strings_summary, run_strings_experiment
 
     args = parse_args(NAME, __doc__.splitlines()[0], _add_arguments, argv=argv)
     if args.n_samples < 50:

@@ -103,7 +103,7 @@ def fit_predict(data, criterion, gx, gy, n_neighbors=None, transform=None):
 
 def _hsic_grid_minimiser(data, gx, gy, n_neighbors):
     """Global minimiser of the HSIC energy over a fine grid of y, per test point."""
-    from bayeskde.tgp import _hsic_coupling
+    from bayeskde.tgp import hsic_coupling
 
     X, Y, Z, _ = data
     grid = np.linspace(-0.5, 1.5, 801)
@@ -113,7 +113,7 @@ def _hsic_grid_minimiser(data, gx, gy, n_neighbors):
     for i in range(len(Z)):
         idx = (np.arange(len(X)) if n_neighbors is None
                else np.argsort((X[:, 0] - Z[i, 0]) ** 2)[:n_neighbors])
-        c, _ = _hsic_coupling(K[np.ix_(idx, idx)], kx[i, idx], np.float64(1.0))
+        c, _ = hsic_coupling(K[np.ix_(idx, idx)], kx[i, idx], np.float64(1.0))
         energy = -2.0 * np.exp(-gy * (grid[:, None] - Y[idx, 0][None]) ** 2) @ c
         out[i] = grid[np.argmin(energy)]
     return out
@@ -233,7 +233,7 @@ def main(argv=None) -> dict:
     import jax
 
     from bayeskde.datasets import make_sshape
-    from bayeskde.kernels.transforms import PolynomialKernelTransform
+    from bayeskde.kernels import PolynomialKernelTransform
 
     timer = Timer()
     n_train, stride = (100, 5) if args.quick else (500, 2)

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
+from bayeskde.apps.strings import format_strings_summary
 from bayeskde.cli import main
-from bayeskde.demo import format_strings_summary
 from tests.conftest import X64
 
 

@@ -22,15 +22,9 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from bayeskde.distributed import (
-    device_mesh,
-    initialize_distributed,
-    sharded_batch_map,
-    sharded_gram,
-    sharded_hmm_posteriors,
-)
-from bayeskde.hmm import forward_backward
-from bayeskde.lowrank import falkon, krr_predict
+from bayeskde.distributed import device_mesh, initialize_distributed, sharded_batch_map
+from bayeskde.hmm import forward_backward, sharded_hmm_posteriors
+from bayeskde.lowrank import falkon, krr_predict, sharded_gram
 from tests.conftest import ROOT, X64, run_on_host_devices
 
 TOL = 1e-12 if X64 else 1e-5
@@ -88,7 +82,7 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {root!r})
     from tests.test_distributed import _compute
-    from bayeskde.infer import _chain_method
+    from bayeskde.infer.diagnostics import _chain_method
     out = _compute()
     out["chain_method"] = _chain_method(4)
     np.savez(sys.argv[1], **out)

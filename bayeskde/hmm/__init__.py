@@ -18,12 +18,13 @@ from .inference import forward_backward as forward_backward
 from .inference import forward_filter as forward_filter
 from .inference import viterbi as viterbi
 from .learning import FitResult as FitResult
-from .learning import HMMParams as HMMParams
-from .learning import HMMSample as HMMSample
 from .learning import batch_posteriors as batch_posteriors
 from .learning import fit_hmm as fit_hmm
 from .learning import pad_sequences as pad_sequences
-from .learning import sample_hmm as sample_hmm
+from .params import HMMParams as HMMParams
+from .params import HMMSample as HMMSample
+from .params import sample_hmm as sample_hmm
+from .sharded import sharded_hmm_posteriors as sharded_hmm_posteriors
 
 __all__ = [
     "CategoricalEmission",
@@ -43,4 +44,5 @@ __all__ = [
     "fit_hmm",
     "pad_sequences",
     "sample_hmm",
+    "sharded_hmm_posteriors",
 ]

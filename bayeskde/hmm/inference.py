@@ -9,12 +9,12 @@ Each is a pure, jit-compiled function of one sequence that ``jax.vmap`` batches.
 Recursion. Forward-backward uses Rabiner's (1989) scaled recursions in probability
 space, one ``(N,) @ (N, N)`` product per step, instead of log-sum-exp over an
 ``N x N`` matrix per step: ``bench/hmm.py --recursions`` measures both, and the scaled
-form is 4-7x faster on CPU. Measured choices of the implementation (``bench/hmm.py``,
-1,000 x 200 steps x 8 states, 2-core CPU; about 2x faster than the previous
-version): the emission likelihoods are computed inside the forward step rather
-than materialised as a ``(T, N, B)`` array; the log likelihood and the summed
-``xi`` are accumulated in the scan carries (summing ``outer(alpha_t, r_{t+1})``
-afterwards with an einsum over stored messages was 1.8x slower overall); the
+form is faster on CPU (``bench/README.md``). Choices of the implementation, each
+measured by ``bench/hmm.py``: the emission likelihoods are computed inside the
+forward step rather than materialised as a ``(T, N, B)`` array; the log likelihood
+and the summed ``xi`` are accumulated in the scan carries (summing
+``outer(alpha_t, r_{t+1})`` afterwards with an einsum over stored messages was
+1.8x slower overall); the
 one-step predictions are recomputed in the backward pass instead of stored;
 batches are time-major with the batch axis last, gamma is emitted per step with
 the state axis last; no unrolling (``unroll=2, 4`` measured slower). A
@@ -70,7 +70,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from .._typing import ArrayLike
+from .._typing import ArrayLike, float_dtype
 
 __all__ = [
     "HMMPosterior",
@@ -116,7 +116,7 @@ class HMMFilter(NamedTuple):
 
 
 def _prepare(log_initial, log_transition, log_likelihoods, mask):
-    dtype = jnp.result_type(float)
+    dtype = float_dtype()
     log_initial = jnp.asarray(log_initial, dtype)
     log_transition = jnp.asarray(log_transition, dtype)
     log_likelihoods = jnp.asarray(log_likelihoods, dtype)
@@ -370,7 +370,7 @@ def _validate(log_initial, log_transition, log_likelihoods, mask):
         )
     if not _is_concrete(log_initial, log_transition, log_likelihoods):
         return
-    dtype = np.dtype(jnp.result_type(float))
+    dtype = np.dtype(float_dtype())
     # A row normalised in float64 and rounded to float32 is off by ~N eps.
     single = {np.dtype(np.float32), np.dtype(np.float16)}
     given = {np.dtype(getattr(a, "dtype", dtype))

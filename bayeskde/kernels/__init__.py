@@ -8,31 +8,34 @@ from .algebra import centered_alignment as centered_alignment
 from .algebra import distance_to_kernel as distance_to_kernel
 from .algebra import frobenius as frobenius
 from .algebra import hsic as hsic
+from .algebra import hsic_stacks as hsic_stacks
 from .algebra import kernel_distances as kernel_distances
 from .algebra import kernel_rbf_map as kernel_rbf_map
 from .algebra import median_heuristic as median_heuristic
 from .algebra import normalize_kernel as normalize_kernel
-from .base import delta_kernel as delta_kernel
-from .base import gamma_to_sigma as gamma_to_sigma
-from .base import linear_kernel as linear_kernel
-from .base import polynomial_kernel as polynomial_kernel
-from .base import rbf_kernel as rbf_kernel
-from .base import regression_kernel as regression_kernel
-from .base import sigma_to_gamma as sigma_to_gamma
-from .base import squared_distances as squared_distances
 from .hyper import gaussian_hyperkernel as gaussian_hyperkernel
 from .hyper import gaussian_hyperkernel_gram as gaussian_hyperkernel_gram
 from .hyper import harmonic_hyperkernel as harmonic_hyperkernel
 from .hyper import harmonic_hyperkernel_gram as harmonic_hyperkernel_gram
 from .hyper import wishart_hyperkernel as wishart_hyperkernel
 from .hyper import wishart_hyperkernel_gram as wishart_hyperkernel_gram
+from .polynomial_transform import (
+    PolynomialKernelTransform as PolynomialKernelTransform,
+)
 from .registry import KERNEL_NAMES as KERNEL_NAMES
 from .registry import Kernel as Kernel
 from .registry import make_kernel as make_kernel
+from .standard import delta_kernel as delta_kernel
+from .standard import gamma_to_sigma as gamma_to_sigma
+from .standard import linear_kernel as linear_kernel
+from .standard import polynomial_kernel as polynomial_kernel
+from .standard import rbf_kernel as rbf_kernel
+from .standard import regression_kernel as regression_kernel
+from .standard import sigma_to_gamma as sigma_to_gamma
+from .standard import squared_distances as squared_distances
 from .strings import encode_strings as encode_strings
 from .strings import subsequence_diag as subsequence_diag
 from .strings import subsequence_kernel as subsequence_kernel
-from .transforms import PolynomialKernelTransform as PolynomialKernelTransform
 from .transforms import PSDProjection as PSDProjection
 from .transforms import TransformResult as TransformResult
 from .transforms import apply_transform as apply_transform
@@ -50,6 +53,7 @@ __all__ = [
     "distance_to_kernel",
     "frobenius",
     "hsic",
+    "hsic_stacks",
     "kernel_distances",
     "kernel_rbf_map",
     "median_heuristic",

@@ -20,7 +20,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import as_float_array, check_positive
+from .._validation import as_float_array, check_gram, check_positive
 
 __all__ = [
     "center_kernel",
@@ -31,6 +31,7 @@ __all__ = [
     "alignment",
     "centered_alignment",
     "hsic",
+    "hsic_stacks",
     "distance_to_kernel",
     "kernel_rbf_map",
     "kernel_distances",
@@ -39,10 +40,7 @@ __all__ = [
 
 
 def _check_square(K, name="K"):
-    K = as_float_array(K, name, ndim=2)
-    if K.shape[0] != K.shape[1]:
-        raise ValueError(f"{name} must be square, got shape {K.shape}")
-    return K
+    return check_gram(K, name)
 
 
 @jax.jit
@@ -137,11 +135,25 @@ def centered_alignment(K1, K2) -> Float[Array, ""]:
     return _alignment(center_kernel(K1), center_kernel(K2))
 
 
+def hsic_stacks(K_stack, G_stack):
+    """C_ij = (m - 1)^-2 <H K^(i) H, G^(j)>_F for stacks of Grams: the one HSIC.
+
+    The jit-safe, differentiable core (no validation) of :func:`hsic` and
+    :func:`bayeskde.kernels.hsic_matrix`, used as it is inside NumPyro models.
+    Each K^(i) is centred once by means (O(m^2)); tr(K H G H) = <H K H, G>_F.
+    Gretton et al. (2005), the biased estimator. Cost O(d_x d_y m^2).
+    """
+    m = K_stack.shape[-1]
+    centred = jax.vmap(center_kernel)(K_stack)
+    C = jnp.einsum(
+        "iab,jab->ij", centred, G_stack, precision=jax.lax.Precision.HIGHEST
+    )
+    return C / (m - 1) ** 2
+
+
 @jax.jit
 def _hsic(K, L):
-    m = K.shape[0]
-    # tr(K H L H) = <H K H, L>_F, with the centring done by means in O(m^2).
-    return frobenius(center_kernel(K), L) / (m - 1) ** 2
+    return hsic_stacks(K[None], L[None])[0, 0]
 
 
 def hsic(
@@ -242,7 +254,7 @@ def median_heuristic(X=None, *, K=None, max_samples: int = 2000) -> float:
     Raises:
         ValueError: if neither or both inputs are given, or all points coincide.
     """
-    from .base import squared_distances
+    from .standard import squared_distances
 
     if (X is None) == (K is None):
         raise ValueError("give exactly one of X or K")

@@ -44,7 +44,7 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_nonnegative, check_positive
-from .base import squared_distances
+from .standard import squared_distances
 
 __all__ = [
     "gaussian_hyperkernel",

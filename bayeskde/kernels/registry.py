@@ -18,6 +18,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from .._typing import float_dtype
 from .._validation import (
     as_float_array,
     check_integer,
@@ -25,7 +26,7 @@ from .._validation import (
     check_positive,
     num_samples,
 )
-from . import base
+from . import standard as base
 from .algebra import _kernel_rbf_map
 
 __all__ = ["Kernel", "make_kernel", "KERNEL_NAMES"]
@@ -147,11 +148,8 @@ class Kernel:
                 f"A and B must have the same number of features, got {A.shape[1]} "
                 f"and {B.shape[1]}"
             )
-        if self.name == "rbf":
-            return base.rbf_gram(A, B, p["gamma"])
-        if self.name == "polynomial":
-            return base.polynomial_gram(A, B, p["degree"], p["coef0"])
-        return base.linear_gram(A, B)
+        spec, theta = base.split_params(self.name, p)
+        return base.gram_fn(spec, theta, A, B)
 
     def _base_diag(self, A):
         p = self.params
@@ -162,21 +160,16 @@ class Kernel:
                 A, **{k: p[k] for k in ("r", "lam", "mode", "normalize") if k in p}
             )
         if self.name == "delta":
-            return jnp.full((num_samples(A),), p["scale"], jnp.zeros(()).dtype)
-        if self.name == "rbf":
-            return jnp.ones((num_samples(A),), jnp.zeros(()).dtype)
+            return jnp.full((num_samples(A),), p["scale"], float_dtype())
         if self.name == "callable":
             # One 1x1 call per item: callables need not be vectorised.
             return jnp.asarray(
                 [float(np.asarray(self.fn(A[i : i + 1], A[i : i + 1]))[0, 0])
                  for i in range(num_samples(A))],
-                dtype=jnp.zeros(()).dtype,
+                dtype=float_dtype(),
             )
-        X = _as_vectors(A, "A")
-        sq = jnp.sum(X * X, axis=1)
-        if self.name == "polynomial":
-            return (sq + p["coef0"]) ** p["degree"]
-        return sq
+        spec, theta = base.split_params(self.name, p)
+        return base.diag_fn(spec, theta, _as_vectors(A, "A"))
 
     def gram(self, A, B=None):
         """Gram matrix ``(len(A), len(B))``; ``B=None`` means ``B = A``."""
@@ -197,7 +190,7 @@ class Kernel:
         if self.precomputed:
             raise TypeError("a precomputed kernel has no diagonal function")
         if "rbf_sigma" in self.params:
-            return jnp.ones((num_samples(A),), jnp.zeros(()).dtype)
+            return jnp.ones((num_samples(A),), float_dtype())
         return self._base_diag(A)
 
     def with_params(self, **updates) -> Kernel:

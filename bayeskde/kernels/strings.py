@@ -44,6 +44,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float, Int
 
+from .._linalg import float_dtype as _float_dtype
 from .._validation import check_integer, check_positive
 from .algebra import normalize_kernel
 
@@ -59,10 +60,6 @@ cache."""
 
 
 # --------------------------------------------------------------------------- encoding
-
-
-def _float_dtype():
-    return jax.dtypes.canonicalize_dtype(jnp.float64)  # float32 unless x64 is on
 
 
 def _check_strings(data, name: str) -> tuple[str, ...]:

@@ -9,7 +9,10 @@ paths that avoid both:
   centres, and random Fourier features for the RBF kernel;
 - :mod:`.krr`: kernel ridge regression on the Nystroem subspace, direct or by
   Falkon's preconditioned conjugate gradients, streaming blocks of K_nM;
-- :mod:`.eigen`: kernel PCA by Nystroem and by a randomised eigensolver.
+- :mod:`.sharded`: a Gram with its rows sharded over devices.
+
+Kernel PCA by Nystroem and by a randomised eigensolver is in
+:mod:`bayeskde.kpca.approximate`.
 
 :class:`bayeskde.KernelDependencyEstimator` (``solver=``) and
 :class:`bayeskde.KernelPCA` (``eigensolver=``) select these paths by a parameter.
@@ -21,15 +24,13 @@ from .blocked import blocked_diag as blocked_diag
 from .blocked import blocked_gram as blocked_gram
 from .blocked import blocked_matmul as blocked_matmul
 from .blocked import blocked_rmatmul as blocked_rmatmul
-from .eigen import LowRankKPCA as LowRankKPCA
-from .eigen import lowrank_kpca_transform as lowrank_kpca_transform
-from .eigen import nystroem_kpca as nystroem_kpca
-from .eigen import randomized_kpca as randomized_kpca
 from .features import CENTER_METHODS as CENTER_METHODS
 from .features import NystroemMap as NystroemMap
 from .features import RFFMap as RFFMap
+from .features import fourier_features as fourier_features
 from .features import nystroem_features as nystroem_features
 from .features import nystroem_transform as nystroem_transform
+from .features import rff_frequencies as rff_frequencies
 from .features import rff_map as rff_map
 from .features import rff_transform as rff_transform
 from .features import select_centers as select_centers
@@ -37,6 +38,7 @@ from .krr import KRRFit as KRRFit
 from .krr import falkon as falkon
 from .krr import krr_predict as krr_predict
 from .krr import nystroem_krr as nystroem_krr
+from .sharded import sharded_gram as sharded_gram
 
 __all__ = [
     "LOWRANK_KERNELS",
@@ -45,15 +47,13 @@ __all__ = [
     "blocked_gram",
     "blocked_matmul",
     "blocked_rmatmul",
-    "LowRankKPCA",
-    "lowrank_kpca_transform",
-    "nystroem_kpca",
-    "randomized_kpca",
     "CENTER_METHODS",
     "NystroemMap",
     "RFFMap",
     "nystroem_features",
     "nystroem_transform",
+    "fourier_features",
+    "rff_frequencies",
     "rff_map",
     "rff_transform",
     "select_centers",
@@ -61,4 +61,23 @@ __all__ = [
     "falkon",
     "krr_predict",
     "nystroem_krr",
+    "sharded_gram",
 ]
+
+_MOVED = {
+    "LowRankKPCA": "bayeskde.kpca",
+    "lowrank_kpca_transform": "bayeskde.kpca",
+    "nystroem_kpca": "bayeskde.kpca",
+    "randomized_kpca": "bayeskde.kpca",
+}
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
+
+        from .._compat import warn_moved
+
+        warn_moved(f"bayeskde.lowrank.{name}", f"{_MOVED[name]}.{name}")
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ eigensolvers, the diagonal, column means), the rows of X are cut into blocks of
 ``lax.map`` / ``lax.scan``, so memory is O(block_size n_z) instead of O(n_x n_z).
 ``block_size=None`` forms the whole matrix at once (fastest when it fits).
 
-Kernels are the vector kernels of :mod:`bayeskde.kernels.base` resolved by
+Kernels are the vector kernels of :mod:`bayeskde.kernels.standard` resolved by
 :func:`bayeskde.kernels.registry.make_kernel`: ``"rbf"``, ``"polynomial"``,
 ``"linear"`` and ``"regression"``. Internally a kernel is split into a static part
 (name, polynomial degree) and a dynamic parameter vector, so a new ``gamma`` does
@@ -21,10 +21,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._linalg import pad_rows
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer
-from ..kernels import base
 from ..kernels.registry import Kernel, make_kernel
+from ..kernels.standard import VECTOR_KERNELS, diag_fn, gram_fn, split_params
 
 __all__ = [
     "LOWRANK_KERNELS",
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 #: Kernels with a jit-friendly closed form that the low-rank paths accept.
-LOWRANK_KERNELS = ("rbf", "polynomial", "linear", "regression")
+LOWRANK_KERNELS = VECTOR_KERNELS
 
 
 def resolve_vector_kernel(kernel, params=None, name: str = "kernel") -> Kernel:
@@ -62,45 +63,9 @@ def resolve_vector_kernel(kernel, params=None, name: str = "kernel") -> Kernel:
 
 
 def split_kernel(k: Kernel):
-    """(static spec, dynamic theta) of a resolved vector kernel."""
-    if k.name == "rbf":
-        return ("rbf", 0), jnp.asarray([k.params["gamma"]], jnp.zeros(()).dtype)
-    if k.name == "polynomial":
-        return ("polynomial", int(k.params["degree"])), jnp.asarray(
-            [k.params["coef0"]], jnp.zeros(()).dtype
-        )
-    return ("linear", 0), jnp.zeros((1,), jnp.zeros(()).dtype)
-
-
-def gram_fn(spec, theta, A, B):
-    """The kernel block k(A, B) for a static ``spec`` (jit-safe, unvalidated)."""
-    name, degree = spec
-    if name == "rbf":
-        return jnp.exp(-theta[0] * base.squared_distances(A, B))
-    if name == "polynomial":
-        return (A @ B.T + theta[0]) ** degree
-    return A @ B.T
-
-
-def diag_fn(spec, theta, A):
-    """k(a, a) for each row of ``A``."""
-    name, degree = spec
-    if name == "rbf":
-        return jnp.ones((A.shape[0],), A.dtype)
-    sq = jnp.sum(A * A, axis=1)
-    if name == "polynomial":
-        return (sq + theta[0]) ** degree
-    return sq
-
-
-def pad_rows(X, block_size):
-    """Pad rows to a multiple of ``block_size`` (edge rows), plus a 0/1 row mask."""
-    n = X.shape[0]
-    nb = -(-n // block_size)
-    pad = nb * block_size - n
-    Xp = jnp.concatenate([X, jnp.broadcast_to(X[-1:], (pad,) + X.shape[1:])])
-    mask = (jnp.arange(nb * block_size) < n).astype(X.dtype)
-    return Xp.reshape((nb, block_size) + X.shape[1:]), mask.reshape(nb, block_size)
+    """(static spec, dynamic theta) of a resolved vector kernel
+    (:func:`bayeskde.kernels.standard.split_params`)."""
+    return split_params(k.name, k.params)
 
 
 def scan_sum(fn, init, blocks):

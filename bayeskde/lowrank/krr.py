@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float, Int
 
+from .._linalg import pad_rows
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer, check_positive
 from .blocked import (
@@ -40,7 +41,6 @@ from .blocked import (
     check_apply_args,
     gram_fn,
     matmul_core,
-    pad_rows,
     resolve_vector_kernel,
     rmatmul_core,
     scan_sum,

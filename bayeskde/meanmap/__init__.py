@@ -33,7 +33,6 @@ from .latent import lmmk_diag_from_features as lmmk_diag_from_features
 from .latent import lmmk_gram_from_features as lmmk_gram_from_features
 from .latent import relative_frobenius_error as relative_frobenius_error
 from .latent import rff_frequencies as rff_frequencies
-from .latent import rff_map as rff_map
 from .latent import state_kernel_matrix as state_kernel_matrix
 from .latent import taylor_dimension as taylor_dimension
 from .latent import taylor_map as taylor_map
@@ -71,8 +70,17 @@ __all__ = [
     "lmmk_gram_from_features",
     "relative_frobenius_error",
     "rff_frequencies",
-    "rff_map",
     "state_kernel_matrix",
     "taylor_dimension",
     "taylor_map",
 ]
+
+
+def __getattr__(name):
+    if name == "rff_map":
+        from .._compat import warn_moved
+        from ..lowrank import fourier_features
+
+        warn_moved("bayeskde.meanmap.rff_map", "bayeskde.lowrank.fourier_features")
+        return fourier_features
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,9 +44,9 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._typing import ArrayLike
+from .._typing import ArrayLike, float_dtype
 from .._validation import as_float_array, check_positive
-from ..kernels.base import rbf_gram
+from ..kernels.standard import rbf_gram
 
 __all__ = [
     "empirical_mean_map_kernel",
@@ -82,7 +82,7 @@ def as_log_array(x, name):
         raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
     if np.any(np.isnan(arr)) or np.any(arr == np.inf):
         raise ValueError(f"{name} contains NaN or +inf")
-    return jnp.asarray(arr, dtype=jnp.zeros(()).dtype)
+    return jnp.asarray(arr, dtype=float_dtype())
 
 
 def _as_set(x, name):
@@ -210,7 +210,7 @@ def clique_mean_map_kernel(
     gammas = [gamma] * len(cliques_x) if not isinstance(gamma, Sequence) else gamma
     if len(gammas) != len(cliques_x):
         raise ValueError(f"gamma needs {len(cliques_x)} values, got {len(gammas)}")
-    total = jnp.zeros((), jnp.zeros(()).dtype)
+    total = jnp.zeros((), float_dtype())
     for c, (cx, cy, g) in enumerate(zip(cliques_x, cliques_y, gammas, strict=True)):
         cx = as_float_array(cx, f"cliques_x[{c}]", allow_empty=True)
         cy = as_float_array(cy, f"cliques_y[{c}]", allow_empty=True)
@@ -234,7 +234,7 @@ def symbol_kernel_matrix(n_symbols: int, lam: float) -> Float[Array, "k k"]:
     if not lam >= 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
     off = math.exp(-lam)
-    dtype = jnp.zeros(()).dtype
+    dtype = float_dtype()
     return (1.0 - off) * jnp.eye(n_symbols, dtype=dtype) + off
 
 

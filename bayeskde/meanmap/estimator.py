@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from .._typing import float_dtype
 from .._validation import check_integer, check_nonnegative, check_positive
 from ..hmm import CategoricalEmission, HMMParams, batch_posteriors, fit_hmm
 from ..hmm import pad_sequences as _pad
@@ -176,7 +177,7 @@ class LatentMeanMapKernel(BaseEstimator):
                     f"params has {params.log_initial.shape[0]} states, n_states="
                     f"{self.n_states}"
                 )
-            dtype = jnp.zeros(()).dtype
+            dtype = float_dtype()
             self.params_ = jax.tree.map(lambda a: jnp.asarray(a, dtype), params)
         else:
             if sequences is None:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._typing import float_dtype
 from .._validation import check_nonnegative, check_positive
 from ..hmm import (
     CategoricalEmission,
@@ -100,7 +101,7 @@ def _resolve(p, kind, gamma, lam, length):
         raise ValueError(f"length must be >= 1, got {length}")
     gamma = check_positive(gamma, "gamma")
     lam = check_nonnegative(lam, "lam") if lam != float("inf") else lam
-    dtype = jnp.zeros(()).dtype
+    dtype = float_dtype()
     if isinstance(p.emission, CategoricalEmission):
         k = p.emission.log_probs.shape[-1]
         off = jnp.exp(-jnp.asarray(lam, dtype))
@@ -208,4 +209,4 @@ def adapt_hmms(
         O(n T N (N + K)).
     """
     tau = check_positive(tau, "tau")
-    return _adapt(params, padded, lengths, jnp.asarray(tau, jnp.zeros(()).dtype))
+    return _adapt(params, padded, lengths, jnp.asarray(tau, float_dtype()))

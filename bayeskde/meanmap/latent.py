@@ -48,7 +48,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..kernels.base import rbf_gram
+from ..kernels.standard import rbf_gram
+from ..lowrank.features import fourier_features, rff_frequencies
 from .closed_forms import symbol_kernel_matrix
 
 __all__ = [
@@ -59,7 +60,6 @@ __all__ = [
     "lmmk_diag_from_features",
     "continuous_emission_gram_exact",
     "rff_frequencies",
-    "rff_map",
     "taylor_map",
     "taylor_dimension",
     "state_kernel_matrix",
@@ -124,7 +124,8 @@ def continuous_latent_features(
 ) -> LatentFeatures:
     """Explicit latent mean maps of continuous sequences (eq. 30).
 
-    ``kind="rff"`` uses :func:`rff_map` with frequencies ``omega``;
+    ``kind="rff"`` uses :func:`bayeskde.lowrank.fourier_features` with
+    frequencies ``omega``;
     ``kind="taylor"`` uses :func:`taylor_map` of the given ``order``. ``gamma``
     must be zero on padding. Cost O(n T N F) plus the map's cost.
 
@@ -142,7 +143,7 @@ def continuous_latent_features(
         low = jnp.float32
 
         def feature_map(x):
-            return rff_map(x.astype(low), omega.astype(low))
+            return fourier_features(x.astype(low), omega.astype(low))
     elif kind == "taylor":
         low = gamma.dtype
 
@@ -235,32 +236,6 @@ def continuous_emission_gram_exact(
         )(Xb, Gb, Lb)
 
     return jax.lax.map(row, (Xa, Ga, La))
-
-
-def rff_frequencies(
-    key: Array, dim: int, n_frequencies: int, gamma: float, dtype=None
-) -> Float[Array, "dim n_frequencies"]:
-    """Frequencies ``omega ~ N(0, 2 gamma I)`` for :func:`rff_map` (Rahimi-Recht).
-
-    ``E cos(omega . (x - y)) = exp(-gamma ||x - y||^2)``.
-    """
-    dtype = jnp.zeros(()).dtype if dtype is None else dtype
-    scale = math.sqrt(2.0 * float(gamma))
-    return scale * jax.random.normal(key, (dim, n_frequencies), dtype)
-
-
-def rff_map(x: Float[Array, "t d"], omega: Float[Array, "d m"]) -> Float[Array, "t f"]:
-    """Random Fourier features ``[cos(x omega), sin(x omega)] / sqrt(m)``.
-
-    The inner product of two maps is the Monte Carlo mean of
-    ``cos(omega . (x - y))`` over the ``m`` frequencies: an unbiased estimate of the
-    RBF with error O(m^-1/2). ``F = 2 m`` features.
-    """
-    z = x @ omega
-    m = omega.shape[1]
-    return jnp.concatenate([jnp.cos(z), jnp.sin(z)], axis=-1) / jnp.sqrt(
-        jnp.asarray(m, x.dtype)
-    )
 
 
 def taylor_dimension(dim: int, order: int) -> int:

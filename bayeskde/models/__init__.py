@@ -35,6 +35,8 @@ from .kernel_hyper import kernel_hyper_model as kernel_hyper_model
 from .kernel_hyper import loo_log_likelihood as loo_log_likelihood
 from .kernel_hyper import posterior_predictive_draw as posterior_predictive_draw
 from .kernel_hyper import prepare_kernel_hyper_data as prepare_kernel_hyper_data
+from .simulators import simulate_categorical_hmm as simulate_categorical_hmm
+from .simulators import simulate_kernel_gp_part as simulate_kernel_gp_part
 from .tgp import TGPEnergyBatch as TGPEnergyBatch
 from .tgp import batch_energy as batch_energy
 from .tgp import tgp_energy_batch as tgp_energy_batch
@@ -76,4 +78,6 @@ __all__ = [
     "kde_grid_loglik",
     "kde_spectra",
     "n_components_for_variance",
+    "simulate_kernel_gp_part",
+    "simulate_categorical_hmm",
 ]

@@ -20,7 +20,7 @@ Label switching. The likelihood is invariant to permuting the states, so with
 exchangeable priors the posterior has ``N!`` symmetric modes; a NUTS chain
 usually stays in one and different chains may sit in different ones. No ordering
 constraint is imposed (one coordinate of the Gaussian means can tie, as on the
-circle of :func:`bayeskde.sequences.two_class_hmms`, and symbols have no order).
+circle of :func:`bayeskde.datasets.two_class_hmms`, and symbols have no order).
 Instead :func:`~bayeskde.models.hmm_relabel.relabel_draws` /
 :func:`~bayeskde.models.hmm_relabel.relabel_samples` permute every draw's states
 to match a reference by the Hungarian algorithm
@@ -57,6 +57,7 @@ import numpyro
 import numpyro.distributions as dist
 from jaxtyping import Array, Float, Shaped
 
+from .._linalg import float_dtype as _float
 from .._typing import ArrayLike
 from .._validation import check_integer
 from ..hmm import (
@@ -110,10 +111,6 @@ class BayesianHMMPrior(NamedTuple):
     mean_precision: float | ArrayLike = 0.1
     var_shape: float | ArrayLike = 2.0
     var_scale: float | ArrayLike = 1.0
-
-
-def _float():
-    return jnp.zeros(()).dtype
 
 
 def _is_tracer(*xs) -> bool:

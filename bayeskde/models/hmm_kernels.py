@@ -24,6 +24,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
+from .._linalg import float_dtype as _float
 from .._typing import ArrayLike
 from .._validation import check_integer, check_nonnegative, check_positive
 from ..hmm import (
@@ -42,7 +43,6 @@ from ..meanmap import (
     state_kernel_matrix,
     symbol_kernel_matrix,
 )
-from .hmm import _float
 from .hmm_relabel import relabel_draws
 
 __all__ = ["posterior_latent_mean_map_gram", "posterior_generative_mean_map_gram"]

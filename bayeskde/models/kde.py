@@ -73,7 +73,7 @@ component with a tiny KPCA eigenvalue lambda_j (mostly output noise) pulls on
 * ``likelihood="shared"``: one amplitude for all components, t_j ~ N(0, a^2 C)
   independently, i.e. every feature-space coordinate of the centred outputs is a
   GP with the same covariance (the multi-output GP evidence of the centred output
-  features; T T^T is then Wishart_m(p, a^2 C), issue 6 part 1a). With the same
+  features; T T^T is then Wishart_m(p, a^2 C)). With the same
   prior p(a^2) proportional to 1/a^2,
 
       p(T | C) = int prod_j N(t_j; 0, a^2 C) a^-2 da^2

@@ -74,7 +74,7 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer, check_nonnegative
-from ..kernels.base import squared_distances
+from ..kernels import hsic_stacks, squared_distances
 
 __all__ = [
     "KernelHyperPrior",
@@ -246,13 +246,6 @@ def _hadamard_powers(D2, gamma, degree):
     return jnp.exp(-gamma * powers[:, None, None] * D2[None])
 
 
-def _hsic(K_stack, G_stack):
-    m = K_stack.shape[-1]
-    Kc = K_stack - jnp.mean(K_stack, axis=1, keepdims=True)
-    Kc = Kc - jnp.mean(Kc, axis=2, keepdims=True)
-    return jnp.einsum("iab,jab->ij", Kc, G_stack) / (m - 1) ** 2
-
-
 def _input_gram(alpha, K_stack, ridge):
     """phi(K) + r I for transform weights ``alpha`` over the Hadamard powers."""
     eye = jnp.eye(K_stack.shape[-1], dtype=K_stack.dtype)
@@ -283,7 +276,7 @@ def degree_terms(
     dtype = data.Dx2.dtype
     K_stack = _hadamard_powers(data.Dx2, gamma_x, Dx)
     G_stack = _hadamard_powers(data.Dy2, gamma_y, Dy)
-    C = _hsic(K_stack, G_stack)
+    C = hsic_stacks(K_stack, G_stack)
     idx_x = jnp.arange(Dx)
     idx_y = jnp.arange(Dy)
 

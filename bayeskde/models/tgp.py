@@ -46,7 +46,7 @@ from jaxtyping import Array, Float
 from ..tgp import (
     HSICState,
     KLState,
-    _hsic_coupling,
+    hsic_coupling,
     tgp_hsic_energy,
     tgp_kl_energy,
 )
@@ -93,7 +93,7 @@ def tgp_energy_batch(tgp, X_test: Float[Array, "n_test d_x"]) -> TGPEnergyBatch:
         u = jax.scipy.linalg.cho_solve((model.chol_in, True), k_x.T).T
         a, b = u, k_xx + model.ridge - jnp.sum(k_x * u, axis=1)
     else:
-        a, b = jax.vmap(_hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
+        a, b = jax.vmap(hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
     static = (tgp.criterion_, tgp._static["basis"], tgp._static["gegenbauer_lambda"])
     return TGPEnergyBatch(a, b, model.Y, model.whiten, model.ridge, model.out, static)
 

@@ -4,8 +4,7 @@ import pytest
 from scipy.special import multigammaln
 from scipy.stats import invwishart
 
-from bayeskde.kernels import hyper
-from bayeskde.kernels.base import rbf_kernel
+from bayeskde.kernels import hyper, rbf_kernel
 from bayeskde.kernels.hyper import (
     gaussian_hyperkernel,
     gaussian_hyperkernel_gram,

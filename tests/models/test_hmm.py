@@ -26,7 +26,13 @@ from bayeskde.hmm import (
     batch_posteriors,
     pad_sequences,
 )
-from bayeskde.infer import run_nuts, run_svi, to_inference_data
+from bayeskde.infer import (
+    replicated_nuts,
+    run_nuts,
+    run_svi,
+    sbc_rank_test,
+    to_inference_data,
+)
 from bayeskde.meanmap import (
     LatentMeanMapKernel,
     adapt_hmms,
@@ -43,10 +49,10 @@ from bayeskde.models import (
     posterior_latent_mean_map_gram,
     relabel_draws,
     relabel_samples,
+    simulate_categorical_hmm,
 )
 from bayeskde.models import hmm_kernels as kernels_module
 from bayeskde.models import hmm_relabel as draws_module
-from bayeskde.sbc import replicated_nuts, sbc_rank_test, simulate_categorical_hmm
 from tests.conftest import X64
 
 
@@ -270,7 +276,7 @@ def _priors(initial, transition, emission):
 @pytest.fixture(scope="module")
 def vmapped_nuts():
     """NUTS for R data sets and priors at once: one compiled program
-    (``bayeskde.sbc.replicated_nuts``). Each replication: WARMUP adaptation
+    (``bayeskde.infer.replicated_nuts``). Each replication: WARMUP adaptation
     steps, then L * THIN draws thinned by THIN. Returns
     ``sample(key, obs, priors) -> constrained draws``."""
     lengths = jnp.full(N_SEQ, T_SBC, jnp.int32)

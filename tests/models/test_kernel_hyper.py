@@ -11,8 +11,9 @@ from numpyro.infer.util import log_density
 from scipy import stats
 from scipy.special import logsumexp
 
-from bayeskde.infer import run_nuts
+from bayeskde.infer import replicated_nuts, run_nuts, sbc_rank_test
 from bayeskde.kernels.transforms import fit_polynomial_transform
+from bayeskde.models import simulate_kernel_gp_part
 from bayeskde.models.kernel_hyper import (
     KernelHyperData,
     KernelHyperPrior,
@@ -23,7 +24,6 @@ from bayeskde.models.kernel_hyper import (
     prepare_kernel_hyper_data,
     top_singular_pair,
 )
-from bayeskde.sbc import replicated_nuts, sbc_rank_test, simulate_kernel_gp_part
 from tests.conftest import X64, run_on_host_devices
 
 RTOL = 1e-8 if X64 else 2e-3
@@ -218,7 +218,7 @@ def test_posterior_over_gamma_x_equals_grid_posterior(key):
 def test_simulation_based_calibration_of_the_gp_part(key):
     """SBC (Talts et al. 2018) on the exact part of the model: degrees fixed at 1
     and no KL factor, so data drawn from the prior predictive are the model's.
-    One NUTS chain per replication (``bayeskde.sbc.replicated_nuts``), thinned by
+    One NUTS chain per replication (``bayeskde.infer.replicated_nuts``), thinned by
     2; ranks in 4 bins, chi-square per parameter (Bonferroni) and pooled.
     ``bench/sbc.py`` runs the same check with 200 replications."""
     R, m, L = 40, 10, 39

@@ -1,0 +1,99 @@
+"""Numerical helpers shared by the whole package: the working float dtype, the one
+round-off floor, the one jittered Cholesky, and padding rows to a multiple.
+
+Jitter policy (used by every ridge or GP solve in the package). A symmetric
+positive semi-definite ``A`` is factorised as it is; if the factor is not finite,
+the diagonal is shifted by ``jitter = n eps (max|A_ii| + 1)``, the backward error
+of a Cholesky factorisation in floating point (Golub and Van Loan, *Matrix
+Computations*, section 4.2.6): below it a shift is round-off. The shift grows
+x10 per retry, at most ``MAX_JITTER_TRIES`` times, with one warning per matrix
+name; a matrix holding NaN or inf is refused at once, so no input can loop.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._typing import float_dtype
+from ._validation import warn_once
+
+__all__ = [
+    "float_dtype",
+    "eps_floor",
+    "cholesky_with_jitter",
+    "MAX_JITTER_TRIES",
+    "pad_to_multiple",
+    "pad_rows",
+]
+
+#: Retries of :func:`cholesky_with_jitter` before it gives up (shift x10 each).
+MAX_JITTER_TRIES = 12
+
+
+def eps_floor(dtype, n: int) -> float:
+    """Relative round-off floor of an ``n x n`` symmetric eigenproblem in ``dtype``:
+    ``max(n eps, 100 eps)`` (the larger term keeps float32 squared systems sane)."""
+    eps = float(jnp.finfo(dtype).eps)
+    return max(eps * n, 100.0 * eps)
+
+
+def cholesky_with_jitter(A, name: str):
+    """Lower Cholesky factor of ``A``, with the package's jitter policy (above).
+
+    Args:
+        A: ``(n, n)`` symmetric positive semi-definite matrix.
+        name: how the matrix is named in the warning and the error, in the user's
+            terms (e.g. ``"K_X + ridge I"``).
+
+    Raises:
+        ValueError: ``A`` holds NaN or inf (for example a kernel whose squared
+            distances overflowed).
+        numpy.linalg.LinAlgError: still not positive definite after
+            ``MAX_JITTER_TRIES`` shifts.
+
+    Cost: O(n^3) per try.
+    """
+    A = jnp.asarray(A)
+    n = A.shape[0]
+    diag_max = float(jnp.max(jnp.abs(jnp.diagonal(A)))) if n else 0.0
+    if not np.isfinite(diag_max) or not bool(jnp.all(jnp.isfinite(A))):
+        raise ValueError(
+            f"{name} contains NaN or inf; check the data and the kernel parameters "
+            f"(finite in {A.dtype}?)"
+        )
+    L = jnp.linalg.cholesky(A)
+    jitter = n * float(jnp.finfo(A.dtype).eps) * (diag_max + 1.0)
+    tries = 0
+    while not bool(jnp.all(jnp.isfinite(L))):
+        if tries >= MAX_JITTER_TRIES:
+            raise np.linalg.LinAlgError(
+                f"{name} is not positive definite (jitter up to {jitter / 10:.2e})")
+        warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
+        L = jnp.linalg.cholesky(A + jitter * jnp.eye(n, dtype=A.dtype))
+        jitter *= 10.0
+        tries += 1
+    return L
+
+
+def pad_to_multiple(x, multiple: int):
+    """Pad the leading axis of ``x`` to a multiple of ``multiple`` with copies of
+    its last row (jit-safe: shapes are static). Returns ``(padded, n)``."""
+    n = x.shape[0]
+    total = -(-n // multiple) * multiple
+    if total == n:
+        return x, n
+    pad = jnp.broadcast_to(x[-1:], (total - n,) + x.shape[1:])
+    return jnp.concatenate([x, pad]), n
+
+
+def pad_rows(X, block_size: int):
+    """Rows of ``X`` padded to whole blocks: ``(n_blocks, block_size, ...)`` and a
+    0/1 ``(n_blocks, block_size)`` mask that is 1 on real rows."""
+    n = X.shape[0]
+    Xp, _ = pad_to_multiple(X, block_size)
+    nb = Xp.shape[0] // block_size
+    mask = (jnp.arange(nb * block_size) < n).astype(X.dtype)
+    return Xp.reshape((nb, block_size) + X.shape[1:]), mask.reshape(nb, block_size)
+
+

@@ -1,0 +1,42 @@
+"""Inference runners and every ArviZ call of the package.
+
+- :mod:`.diagnostics`: multi-chain NUTS, SVI, InferenceData, convergence
+  reports, LOO, plots, PSIS weights (the one module that calls ArviZ);
+- :mod:`.sbc`: simulation-based calibration (Talts et al. 2018).
+"""
+
+from .diagnostics import SVIFit as SVIFit
+from .diagnostics import check_convergence as check_convergence
+from .diagnostics import compare_models as compare_models
+from .diagnostics import convergence_report as convergence_report
+from .diagnostics import drop_failed_chains as drop_failed_chains
+from .diagnostics import load_inference_data as load_inference_data
+from .diagnostics import plot_trace as plot_trace
+from .diagnostics import psis_log_weights as psis_log_weights
+from .diagnostics import run_nuts as run_nuts
+from .diagnostics import run_svi as run_svi
+from .diagnostics import save_inference_data as save_inference_data
+from .diagnostics import summary as summary
+from .diagnostics import to_inference_data as to_inference_data
+from .sbc import SBCResult as SBCResult
+from .sbc import replicated_nuts as replicated_nuts
+from .sbc import sbc_rank_test as sbc_rank_test
+
+__all__ = [
+    "run_nuts",
+    "run_svi",
+    "SVIFit",
+    "to_inference_data",
+    "convergence_report",
+    "check_convergence",
+    "summary",
+    "compare_models",
+    "save_inference_data",
+    "load_inference_data",
+    "plot_trace",
+    "psis_log_weights",
+    "drop_failed_chains",
+    "SBCResult",
+    "sbc_rank_test",
+    "replicated_nuts",
+]

@@ -1,0 +1,532 @@
+"""Kernel Dependency Estimation (Weston et al. 2002) and its k-NN baseline.
+
+KDE learns a map between general objects in three steps (section 3):
+
+1. kernel PCA of the output Gram matrix L, giving p directions v_n in output
+   feature space and training targets (v_n . Phi(y_i));
+2. kernel ridge regression from the input kernel onto all p targets with one
+   factorisation, f_n(x) = sum_i beta_in k(x_i, x) (eq. (6));
+3. a pre-image y(x) = argmin_y ||(v_n . Phi(y))_n - (f_n(x))_n|| (see
+   :mod:`bayeskde.kde.preimage`).
+
+Ridge convention. The paper minimises (1/m) sum_i (y_i - w . Phi(x_i))^2 +
+gamma ||w||^2, whose dual solution is beta = (K + m gamma I)^-1 y; ``ridge`` is the
+paper's gamma, so the grid {1e-4, ..., 1e1} of section 4 means what it meant there.
+
+The pure functions live in :mod:`bayeskde.kde.core`; these estimators are
+scikit-learn facades over them. Model selection by
+cross-validation lives in :mod:`bayeskde.kde.cv`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import (
+    as_float_array,
+    check_data,
+    check_gram,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+    check_same_length,
+)
+from ..kernels.registry import make_kernel
+from ..kpca.approximate import lowrank_kpca_transform, nystroem_kpca
+from ..kpca.core import kernel_pca, kpca_transform
+from ..lowrank import (
+    CENTER_METHODS,
+    falkon,
+    krr_predict,
+    nystroem_krr,
+    select_centers,
+)
+from ..lowrank.blocked import resolve_vector_kernel
+from .core import (
+    LowRankKDEFit,
+    fit_kde,
+    kernel_loss,
+    predict_kde_features,
+)
+from .preimage import fixed_point_preimage, linear_preimage, nearest_candidates
+
+__all__ = [
+    "SOLVERS",
+    "KernelDependencyEstimator",
+    "KNNDependencyEstimator",
+]
+
+PREIMAGES = ("candidates", "linear", "fixed_point")
+#: ``solver`` values of :class:`KernelDependencyEstimator`.
+SOLVERS = ("exact", "nystroem", "falkon")
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def _nearest(train_diag, K_test, k):
+    # top_k is O(m k) per row, against O(m log m) for a full argsort.
+    return jax.lax.top_k(2.0 * K_test - train_diag[None, :], k)[1]
+
+
+def _check_kind(X, X_fit, name):
+    if isinstance(X, tuple) != isinstance(X_fit, tuple):
+        raise TypeError(f"{name} must be of the kind (strings or arrays) seen in fit")
+    if not isinstance(X, tuple) and X.shape[1] != X_fit.shape[1]:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features, but the estimator was fitted with "
+            f"{X_fit.shape[1]}"
+        )
+
+
+class _DependencyBase(BaseEstimator):
+    """Shared input/output handling of the dependency estimators."""
+
+    def _setup(self, X, Y):
+        self.input_kernel_ = make_kernel(self.input_kernel, self.input_kernel_params)
+        self.output_kernel_ = make_kernel(
+            self.output_kernel, self.output_kernel_params
+        )
+        if self.input_kernel_.precomputed:
+            K = check_gram(X, "X", what="a square Gram matrix (kernel='precomputed')")
+            self.X_fit_ = None
+        else:
+            self.X_fit_ = check_data(X, "X", min_samples=2)
+            K = None
+        if self.output_kernel_.precomputed:
+            L = check_gram(Y, "Y", what="a square Gram matrix (kernel='precomputed')")
+            self.Y_fit_ = None
+            self._y_out = None
+        else:
+            self.Y_fit_ = check_data(Y, "Y", min_samples=2)
+            # Outputs are returned as given (ints stay ints, 1-D stays 1-D).
+            self._y_out = (
+                list(self.Y_fit_) if isinstance(self.Y_fit_, tuple) else np.array(Y)
+            )
+            L = self.output_kernel_.gram(self.Y_fit_)
+        n_x = K.shape[0] if K is not None else len(self.X_fit_)
+        n_y = L.shape[0]
+        if n_x != n_y:
+            raise ValueError(
+                f"X and Y must have the same number of samples, got {n_x} and {n_y}"
+            )
+        if K is None:
+            K = self.input_kernel_.gram(self.X_fit_)
+        return K, L
+
+    #: Test rows whose cross-kernel is held at once: predict streams blocks of
+    #: this many rows, so memory is O(batch_size m), not O(n_test m).
+    batch_size = 4096
+
+    def _validate_test(self, X):
+        check_is_fitted(self, "n_samples_fit_")
+        if self.input_kernel_.precomputed:
+            K = as_float_array(X, "X", ndim=2)
+            if K.shape[1] != self.n_samples_fit_:
+                raise ValueError(
+                    f"precomputed X must have {self.n_samples_fit_} columns, got "
+                    f"shape {K.shape}"
+                )
+            return K
+        X = check_data(X, "X")
+        _check_kind(X, self.X_fit_, "X")
+        return X
+
+    def _cross_kernels(self, X):
+        """Yield the test-versus-training kernel block by block of test rows."""
+        X = self._validate_test(X)
+        n = len(X) if isinstance(X, tuple) else X.shape[0]
+        for start in range(0, n, self.batch_size):
+            block = X[start : start + self.batch_size]
+            yield (
+                block if self.input_kernel_.precomputed
+                else self.input_kernel_.gram(block, self.X_fit_)
+            )
+
+    def _outputs(self, idx):
+        idx = np.asarray(idx)
+        if self._cand_out is not None:
+            src = self._cand_out
+        elif self._y_out is None:
+            return idx  # precomputed outputs: indices of the training outputs
+        else:
+            src = self._y_out
+        if isinstance(src, list):
+            return [src[i] for i in idx]
+        return src[idx]
+
+    def _setup_candidates(self, fitted_kpca, L):
+        """Projections of the candidate outputs (training outputs by default)."""
+        self._cand_out = None
+        if self.candidates is None:
+            return kpca_transform(fitted_kpca, L)
+        if self.output_kernel_.precomputed:
+            C = as_float_array(self.candidates, "candidates", ndim=2)
+            if C.shape[1] != L.shape[0]:
+                raise ValueError(
+                    "with a precomputed output kernel, candidates must be the "
+                    f"(n_candidates, {L.shape[0]}) kernel against the training outputs"
+                )
+            return kpca_transform(fitted_kpca, C)
+        C = check_data(self.candidates, "candidates")
+        _check_kind(C, self.Y_fit_, "candidates")
+        self._cand_out = (
+            list(C) if isinstance(C, tuple) else np.array(self.candidates)
+        )
+        return kpca_transform(fitted_kpca, self.output_kernel_.gram(C, self.Y_fit_))
+
+    def score(self, X, Y):
+        """Minus the mean kernel-induced output loss (higher is better)."""
+        if self.output_kernel_.precomputed:
+            raise TypeError("score needs output objects, not a precomputed kernel")
+        return -float(jnp.mean(kernel_loss(self.output_kernel_, Y, self.predict(X))))
+
+
+class KernelDependencyEstimator(_DependencyBase):
+    """Kernel Dependency Estimation (Weston, Chapelle, Elisseeff, Schölkopf, Vapnik
+    2002): output KPCA, kernel ridge regression onto every component, pre-image.
+
+    Args:
+        input_kernel, input_kernel_params: the input kernel k, by name with a params
+            dict (e.g. ``"rbf", {"sigma": 1.0}``), a callable ``k(A, B)``, or
+            ``"precomputed"`` (then X is the Gram matrix in fit and the
+            ``(n_test, n_train)`` cross-kernel in predict).
+        output_kernel, output_kernel_params: the output kernel l, which defines
+            the loss ||Phi(y) - Phi(y')||^2. With ``"precomputed"`` Y is the output
+            Gram matrix and ``predict`` returns indices of training outputs.
+        n_components: number p of output principal components; ``None`` keeps all
+            with non-zero eigenvalue (at most ``n_centers`` for the low-rank
+            solvers).
+        ridge: the paper's ridge gamma (the system solved is K + m gamma I).
+        preimage: ``"candidates"`` (closest candidate in the projection space, the
+            paper's choice), ``"linear"`` (explicit, for the linear/regression
+            output kernel) or ``"fixed_point"`` (RBF output kernel on vectors).
+        candidates: the candidate outputs; ``None`` means the training outputs.
+        fixed_point_iter: iterations of the fixed-point pre-image.
+        solver: ``"exact"`` (the paper's O(m^3) path), ``"nystroem"`` (output
+            KPCA and ridge regression on Nystroem subspaces, solved directly) or
+            ``"falkon"`` (the same output KPCA; the ridge system by Falkon's
+            preconditioned conjugate gradients, Rudi et al. 2017). The low-rank
+            solvers need vector kernels (``"rbf"``, ``"polynomial"``, ``"linear"``,
+            ``"regression"``) and ``preimage`` ``"candidates"`` or ``"linear"``;
+            see :mod:`bayeskde.lowrank`.
+        n_centers: Nystroem centres M for the input and the output side; ``None``
+            means min(m, ceil(5 sqrt(m))).
+        centers: how centres are chosen: ``"uniform"``, ``"kmeans++"`` or
+            ``"leverage"`` (approximate ridge leverage scores at the fit's ridge).
+        block_size: rows of a kernel block formed at once by the low-rank
+            solvers (``None``: whole m x M matrices).
+        max_iter: most conjugate-gradient iterations of ``"falkon"``.
+        key: ``jax.random`` key for the centre selection (keyword-only);
+            ``None`` means ``jax.random.key(0)``.
+
+    Attributes:
+        input_kernel_, output_kernel_: resolved kernels with their parameters.
+        fit_: :class:`KDEFit`, or :class:`LowRankKDEFit` for the low-rank solvers.
+        n_samples_fit_: number of training pairs.
+        solver_, n_centers_, centers_: the resolved solver, number of centres
+            (``None`` for ``"exact"``) and centre method.
+        input_center_indices_, output_center_indices_: the training rows used as
+            centres (low-rank solvers).
+
+    Cost: fit O(m^3) time and O(m^2) memory; predict O(t m (d + p) + t c p) for
+    t test points and c candidates. Low-rank: fit O(m M (d + M + p) + M^3)
+    (``"nystroem"``) or O(s m M (d + p) + M^3) for s CG iterations
+    (``"falkon"``), memory O(M^2 + block_size M + m p); predict O(t M (d + p)).
+
+    Examples:
+        >>> import numpy as np
+        >>> X = np.linspace(0, 1, 30)[:, None]; Y = np.sin(3 * X)
+        >>> kde = KernelDependencyEstimator("rbf", {"gamma": 10.0}, "linear",
+        ...     preimage="linear", ridge=1e-4).fit(X, Y)
+        >>> float(np.abs(kde.predict(X) - Y).max()) < 0.05
+        True
+    """
+
+    def __init__(
+        self,
+        input_kernel="rbf",
+        input_kernel_params=None,
+        output_kernel="rbf",
+        output_kernel_params=None,
+        n_components=None,
+        ridge=1e-3,
+        preimage="candidates",
+        candidates=None,
+        fixed_point_iter=100,
+        solver="exact",
+        n_centers=None,
+        centers="uniform",
+        block_size=None,
+        max_iter=100,
+        *,
+        key=None,
+    ):
+        self.input_kernel = input_kernel
+        self.input_kernel_params = input_kernel_params
+        self.output_kernel = output_kernel
+        self.output_kernel_params = output_kernel_params
+        self.n_components = n_components
+        self.ridge = ridge
+        self.preimage = preimage
+        self.candidates = candidates
+        self.fixed_point_iter = fixed_point_iter
+        self.solver = solver
+        self.n_centers = n_centers
+        self.centers = centers
+        self.block_size = block_size
+        self.max_iter = max_iter
+        self.key = key
+
+    def fit(self, X, Y):
+        """Fit on pairs (X, Y); X and Y may be arrays or lists of strings."""
+        ridge = check_nonnegative(self.ridge, "ridge")
+        if self.preimage not in PREIMAGES:
+            raise ValueError(
+                f"preimage must be one of {PREIMAGES}, got {self.preimage!r}"
+            )
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver != "exact":
+            return self._fit_lowrank(X, Y)
+        self.solver_, self.n_centers_, self.centers_ = "exact", None, None
+        K, L = self._setup(X, Y)
+        n = K.shape[0]
+        if self.n_components is not None:
+            check_integer(self.n_components, "n_components", minimum=1, maximum=n)
+        name = self.output_kernel_.name
+        if self.preimage == "linear" and name not in ("linear", "regression"):
+            raise ValueError(
+                "preimage='linear' needs output_kernel 'linear' or 'regression', "
+                f"got {name!r}"
+            )
+        if self.preimage == "fixed_point" and (
+            name != "rbf" or "rbf_sigma" in self.output_kernel_.params
+        ):
+            raise ValueError(
+                f"preimage='fixed_point' needs output_kernel 'rbf', got {name!r}"
+            )
+        self.ridge_ = ridge
+        self.fit_ = fit_kde(K, L, ridge, self.n_components)
+        self.candidate_proj_ = self._setup_candidates(self.fit_.kpca, L)
+        self.n_samples_fit_ = n
+        return self
+
+    def _fit_lowrank(self, X, Y):
+        """Nystroem output KPCA + Nystroem/Falkon ridge (see ``solver``)."""
+        ridge = check_positive(self.ridge, f"ridge (solver={self.solver!r})")
+        if self.preimage == "fixed_point":
+            raise ValueError(
+                f"solver={self.solver!r} supports preimage 'candidates' or "
+                "'linear', got 'fixed_point'"
+            )
+        if self.centers not in CENTER_METHODS:
+            raise ValueError(
+                f"centers must be one of {CENTER_METHODS}, got {self.centers!r}"
+            )
+        self.input_kernel_ = resolve_vector_kernel(
+            self.input_kernel, self.input_kernel_params, "input_kernel")
+        self.output_kernel_ = resolve_vector_kernel(
+            self.output_kernel, self.output_kernel_params, "output_kernel")
+        if self.preimage == "linear" and self.output_kernel_.name not in (
+                "linear", "regression"):
+            raise ValueError(
+                "preimage='linear' needs output_kernel 'linear' or 'regression', "
+                f"got {self.output_kernel_.name!r}"
+            )
+        Xa = check_data(X, "X", min_samples=2)
+        Ya = check_data(Y, "Y", min_samples=2)
+        for arr, name in ((Xa, "X"), (Ya, "Y")):
+            if isinstance(arr, tuple):
+                raise ValueError(
+                    f"solver={self.solver!r} needs numeric arrays for {name}, got "
+                    "strings"
+                )
+        check_same_length(Xa, Ya, "X", "Y")
+        n = Xa.shape[0]
+        m = (min(n, math.ceil(5 * math.sqrt(n))) if self.n_centers is None
+             else check_integer(self.n_centers, "n_centers", minimum=1, maximum=n))
+        p = None if self.n_components is None else check_integer(
+            self.n_components, "n_components", minimum=1, maximum=m)
+        bs = None if self.block_size is None else check_integer(
+            self.block_size, "block_size", minimum=1)
+        iters = check_integer(self.max_iter, "max_iter", minimum=1)
+        key = jax.random.key(0) if self.key is None else self.key
+        k_in, k_out = jax.random.split(key)
+        kin, kout = self.input_kernel_, self.output_kernel_
+        out_idx = select_centers(k_out, Ya, m, method=self.centers, kernel=kout,
+                                 ridge=ridge, block_size=bs)
+        in_idx = select_centers(k_in, Xa, m, method=self.centers, kernel=kin,
+                                ridge=ridge, block_size=bs)
+        kp = nystroem_kpca(kout, Ya, Ya[out_idx], p, block_size=bs)
+        if p is None:
+            # Components with a zero eigenvalue carry no direction (a linear
+            # output kernel on q outputs has q): do not regress onto them.
+            lam = kp.eigenvalues
+            keep = max(int(jnp.sum(lam > jnp.finfo(lam.dtype).eps
+                                   * jnp.maximum(lam[0], 1.0) * n)), 1)
+            kp = kp._replace(eigenvalues=lam[:keep], coef=kp.coef[:, :keep],
+                             offset=kp.offset[:keep])
+        T = lowrank_kpca_transform(kout, kp, Ya, block_size=bs)
+        if self.solver == "falkon":
+            krr = falkon(kin, Xa, T, Xa[in_idx], ridge, block_size=bs,
+                         max_iter=iters)
+        else:
+            krr = nystroem_krr(kin, Xa, T, Xa[in_idx], ridge, block_size=bs)
+        self.X_fit_, self.Y_fit_ = Xa, Ya
+        self._y_out = np.array(Y)
+        self.ridge_ = ridge
+        self.solver_, self.n_centers_, self.centers_ = self.solver, m, self.centers
+        self.input_center_indices_ = np.asarray(in_idx)
+        self.output_center_indices_ = np.asarray(out_idx)
+        self.fit_ = LowRankKDEFit(kp, krr, T)
+        if self.preimage == "linear":
+            # sum_i g_i y_i with the training weights a_n = T[:, n] / lambda_n
+            # (feature_weights in bayeskde.kde.preimage): mean(Y) + F Lambda^-1 T^T Yc.
+            lam = kp.eigenvalues
+            eps = jnp.finfo(T.dtype).eps * jnp.maximum(lam[0], 1.0) * n
+            inv = jnp.where(lam > eps, 1.0 / jnp.maximum(lam, eps), 0.0)
+            Ymean = jnp.mean(Ya, axis=0)
+            self._linear_map = (Ymean, inv[:, None] * (T.T @ (Ya - Ymean[None, :])))
+        self._cand_out = None
+        if self.candidates is None:
+            self.candidate_proj_ = T
+        else:
+            C = check_data(self.candidates, "candidates")
+            _check_kind(C, Ya, "candidates")
+            self._cand_out = np.array(self.candidates)
+            self.candidate_proj_ = lowrank_kpca_transform(kout, kp, C, block_size=bs)
+        self.n_samples_fit_ = n
+        return self
+
+    def _lowrank_features(self, X):
+        """Predicted projections, block by block of test rows (low-rank solvers)."""
+        X = self._validate_test(X)
+        bs = self.block_size
+        for start in range(0, X.shape[0], self.batch_size):
+            yield krr_predict(self.input_kernel_, self.fit_.krr,
+                              X[start : start + self.batch_size], block_size=bs)
+
+    def predict_features(self, X) -> Float[Array, "n_test n_components"]:
+        """The predicted output projections (f_1(x), ..., f_p(x))."""
+        if getattr(self, "solver_", "exact") != "exact":
+            return jnp.concatenate(list(self._lowrank_features(X)))
+        return jnp.concatenate(
+            [predict_kde_features(self.fit_, K) for K in self._cross_kernels(X)]
+        )
+
+    def _predict_block(self, K_test):
+        F = predict_kde_features(self.fit_, K_test)
+        if self.preimage == "linear":
+            return np.asarray(linear_preimage(self.fit_.kpca, F, self.Y_fit_)), None
+        idx = nearest_candidates(F, self.candidate_proj_)
+        if self.preimage == "candidates":
+            return np.asarray(idx), None
+        cands = (
+            self.Y_fit_ if self._cand_out is None
+            else jnp.asarray(self._cand_out, self.Y_fit_.dtype).reshape(
+                len(self._cand_out), -1)
+        )
+        res = fixed_point_preimage(
+            self.fit_.kpca, F, self.Y_fit_, cands[idx],
+            self.output_kernel_.params["gamma"], int(self.fixed_point_iter),
+        )
+        return np.asarray(res.preimages), np.asarray(res.used_fallback)
+
+    def predict(self, X):
+        """Predict outputs of the training outputs' kind (array or list of strings).
+
+        With ``preimage="fixed_point"`` the attribute ``fixed_point_fallback_``
+        marks the test points where the best candidate was kept.
+        """
+        if getattr(self, "solver_", "exact") != "exact":
+            outs = []
+            for F in self._lowrank_features(X):
+                if self.preimage == "linear":
+                    mean, G = self._linear_map
+                    outs.append(np.asarray(mean[None, :] + F @ G))
+                else:
+                    outs.append(np.asarray(nearest_candidates(F,
+                                                              self.candidate_proj_)))
+            out = np.concatenate(outs)
+            return self._outputs(out) if self.preimage == "candidates" else out
+        parts = [self._predict_block(K) for K in self._cross_kernels(X)]
+        out = np.concatenate([p for p, _ in parts])
+        if self.preimage == "candidates":
+            return self._outputs(out)
+        if self.preimage == "fixed_point":
+            self.fixed_point_fallback_ = np.concatenate([f for _, f in parts])
+        return out
+
+
+class KNNDependencyEstimator(_DependencyBase):
+    """The k-nearest-neighbour baseline for general outputs (Weston et al. 2002,
+    section 4.1).
+
+    Neighbours are found by distance in input feature space,
+    k(x,x) + k(x_i,x_i) - 2k(x,x_i). With ``n_neighbors = 1`` the neighbour's output
+    is returned; otherwise the neighbours' outputs are averaged in output feature
+    space and the pre-image is the candidate (by default training output) closest
+    to that average.
+
+    Args: as :class:`KernelDependencyEstimator`, plus ``n_neighbors``.
+
+    Cost: predict O(t m) kernel evaluations plus O(t c) for the pre-image.
+    """
+
+    def __init__(
+        self,
+        n_neighbors=1,
+        input_kernel="rbf",
+        input_kernel_params=None,
+        output_kernel="rbf",
+        output_kernel_params=None,
+        candidates=None,
+    ):
+        self.n_neighbors = n_neighbors
+        self.input_kernel = input_kernel
+        self.input_kernel_params = input_kernel_params
+        self.output_kernel = output_kernel
+        self.output_kernel_params = output_kernel_params
+        self.candidates = candidates
+
+    def fit(self, X, Y):
+        """Store the training pairs and the output Gram matrix."""
+        K, L = self._setup(X, Y)
+        n = K.shape[0]
+        self.n_neighbors_ = check_integer(
+            self.n_neighbors, "n_neighbors", minimum=1, maximum=n
+        )
+        self.L_ = L
+        self.train_diag_ = jnp.diagonal(K)
+        # Full-rank output "KPCA": projections = centred feature coordinates.
+        self.kpca_ = kernel_pca(L)
+        self.candidate_proj_ = self._setup_candidates(self.kpca_, L)
+        self.train_proj_ = kpca_transform(self.kpca_, L)
+        self.n_samples_fit_ = n
+        return self
+
+    def kneighbors(self, X):
+        """Indices ``(n_test, n_neighbors)`` of the nearest training inputs.
+
+        Ranks by k(x_i, x_i) - 2 k(x, x_i): the test point's own k(x, x) is the
+        same for every neighbour, so precomputed cross-kernels suffice.
+        """
+        return np.concatenate([
+            np.asarray(_nearest(self.train_diag_, K, self.n_neighbors_))
+            for K in self._cross_kernels(X)
+        ])
+
+    def predict(self, X):
+        """Predict outputs of the training outputs' kind."""
+        nb = self.kneighbors(X)
+        if self.n_neighbors_ == 1 and self.candidates is None:
+            return self._outputs(nb[:, 0])
+        mean_proj = jnp.mean(self.train_proj_[nb], axis=1)
+        return self._outputs(nearest_candidates(mean_proj, self.candidate_proj_))

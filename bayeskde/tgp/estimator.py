@@ -1,0 +1,381 @@
+"""Twin Gaussian Processes (Bo and Sminchisescu 2010): the estimator.
+
+:class:`TwinGP` predicts the output y of a test input x by making the output
+kernel of the training set augmented with y resemble the input kernel of the
+training set augmented with x, under the KL criterion (eq. (14)) or the HSIC
+criterion (eq. (19)); both kernels are RBFs, optionally passed through a learned
+polynomial transform (:class:`bayeskde.PolynomialKernelTransform`,
+Ghosh et al., section 5). The energies, their per-test-point states and the
+batched BFGS minimiser are in :mod:`bayeskde.tgp.energy`; the compiled predictions in
+:mod:`bayeskde.tgp.predict`; the S-shape baselines in :mod:`bayeskde.tgp.baselines`;
+the neighbour search in :mod:`bayeskde.tgp.neighbors`.
+
+Starts. The original release starts BFGS from a ridge linear regression. The
+HSIC energy E = -2 c^T k_y - M_nn k(y, y) tends to a constant as y leaves the
+data (k_y -> 0), so from a start where c^T k_y < 0 descent runs off the data;
+the KL energy has the same plateau. ``init="best"`` evaluates the energy at the
+linear start and at the outputs of the ``init_neighbors`` nearest training
+inputs and starts from the lowest (all test points at once, no Python loop).
+
+Scale. Local models (``n_neighbors``) without a transform never form a training
+Gram or a test-by-training kernel matrix: neighbours come from a search blocked
+over training rows, and each test point's Grams are built from its neighbours
+only, so m = 10^5 training points cost O(m d) memory besides the blocks.
+Predictions shard across devices with :func:`tgp_predict_sharded` (or
+``TwinGP(shard=True)``), through :func:`bayeskde.distributed.sharded_batch_map`.
+
+References:
+    Bo and Sminchisescu (2010), "Twin Gaussian Processes for Structured
+    Prediction", IJCV 87, eqs. (14) and (19), section 5 (k-NN TGP).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import (
+    as_float_array,
+    check_data,
+    check_integer,
+    check_positive,
+    check_same_length,
+    warn_once,
+)
+from ..kernels.standard import rbf_gram
+from .baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
+from .energy import (
+    CRITERIA,
+    FORWARD_MODE_MAX_DIM,
+    HSICState,
+    KLState,
+    OutputKernel,
+    TGPSolution,
+    Whitening,
+    _linear_init_weights,
+    linear_init_weights,
+    tgp_hsic_energy,
+    tgp_hsic_state,
+    tgp_kl_energy,
+    tgp_kl_state,
+    tgp_minimize,
+    truncated_whitening,
+)
+from .neighbors import (
+    DEFAULT_BLOCK_SIZE,
+    check_features,
+    nearest_neighbors,
+)
+from .predict import (
+    INITS,
+    _Model,
+    _predict_global,
+    _predict_local,
+    _search,
+    _sharded_fn,
+    tgp_predict_sharded,
+)
+
+__all__ = [
+    "CRITERIA",
+    "INITS",
+    "FORWARD_MODE_MAX_DIM",
+    "OutputKernel",
+    "KLState",
+    "HSICState",
+    "TGPSolution",
+    "tgp_kl_state",
+    "tgp_hsic_state",
+    "tgp_kl_energy",
+    "tgp_hsic_energy",
+    "tgp_minimize",
+    "Whitening",
+    "truncated_whitening",
+    "linear_init_weights",
+    "gp_predict",
+    "weighted_knn_predict",
+    "nearest_neighbors",
+    "tgp_predict_sharded",
+    "TwinGP",
+]
+
+class TwinGP(BaseEstimator):
+    """Twin Gaussian Process regression (Bo and Sminchisescu 2010).
+
+    Args:
+        criterion: ``"kl"`` (eq. (14)) or ``"hsic"`` (eq. (19)); see
+            :mod:`bayeskde.tgp.energy` for both energies.
+        gamma_x, gamma_y: RBF rates of the input and output kernels,
+            k(x, x') = exp(-gamma ||x - x'||^2) (the original code's ``kparam1``,
+            ``kparam2``).
+        ridge: added to the diagonals of both training Grams (``lambda``), > 0.
+        n_neighbors: ``None`` for one global model; else each test point gets a
+            local model on its ``n_neighbors`` nearest training inputs
+            (Euclidean), factorised per test point.
+        transform: an unfitted :class:`PolynomialKernelTransform` (or any object
+            with ``fit(K, G)``, ``transform_input``, ``transform_output``,
+            ``beta_``, ``basis``, ``lambda_y_``): it is cloned, fitted on
+            the base training Grams, and applied to every input and output kernel
+            value, training, cross and diagonal.
+        max_iter: BFGS iterations per test point.
+        tol: BFGS gradient tolerance (infinity norm).
+        batch_size: test points whose local models are held at once
+            (``n_neighbors`` only); memory O(batch_size n_neighbors^2).
+        whiten_rtol: relative eigenvalue threshold of the global KL model's
+            low-rank G^-1 (:func:`truncated_whitening`: k_y^T G^-1 k_y changes
+            by at most whiten_rtol k(y, y)); ``None`` is sqrt(eps), 0 is exact.
+        init: BFGS start. ``"linear"``: the ridge linear regression of the
+            original release. ``"neighbors"``: of the outputs of the
+            ``init_neighbors`` nearest training inputs, the one with the lowest
+            energy. ``"best"``: the lowest-energy of those and the linear start.
+            ``None`` (default): ``"linear"`` for KL, ``"best"`` for HSIC, whose
+            energy drifts off the data from the linear start (module docstring).
+        init_neighbors: candidate starts from the nearest training inputs (at
+            most ``n_neighbors`` with local models).
+        search_block_size: training rows per block of the blocked neighbour
+            search, used on accelerators (on the CPU backend the search is
+            scikit-learn's tree; :func:`nearest_neighbors`).
+        shard: predict with the test points sharded over all devices
+            (:func:`tgp_predict_sharded`).
+
+    Attributes:
+        criterion_, gamma_x_, gamma_y_, ridge_, n_neighbors_, init_: resolved
+            settings.
+        transform_: the fitted transform, or ``None``.
+        init_weights_: ``(d_x + 1, d_y)`` linear-regression start.
+        n_samples_fit_, n_features_in_, n_outputs_: training shapes.
+        solution_: :class:`TGPSolution` of the last ``predict`` (``start``: the
+            chosen starts).
+        whiten_rank_: columns kept in the KL model's G^-1 factor (global KL
+            model only, else ``None``).
+
+    Cost: global models: fit O(N^3) (a Cholesky factorisation and an ``eigh``),
+    O(N^2) memory; predict O(T N^2) for the test states plus O(T N r I) for T
+    test points, I energy evaluations each and the r kept whitening columns (KL)
+    or O(T N I) (HSIC). Local models with k neighbours: fit O(N d) (no Gram
+    without a transform); predict O(T N d) for the blocked search plus
+    O(T (k^3 + k^2 I)), memory O(N d + T (k + block) + batch_size k^2). Starts
+    other than ``"linear"`` add ``init_neighbors`` + 1 energy evaluations per
+    test point.
+
+    Examples:
+        >>> import numpy as np
+        >>> t = np.linspace(0, 1, 60); x = t + 0.3 * np.sin(2 * np.pi * t)
+        >>> tgp = TwinGP(gamma_x=0.2 * 100, gamma_y=20.0, ridge=1e-3).fit(x, t)
+        >>> pred = tgp.predict(np.array([0.1, 0.9]))
+        >>> pred.shape
+        (2,)
+    """
+
+    def __init__(
+        self,
+        criterion="kl",
+        gamma_x=1.0,
+        gamma_y=1.0,
+        ridge=1e-3,
+        n_neighbors=None,
+        transform=None,
+        max_iter=100,
+        tol=1e-6,
+        batch_size=256,
+        whiten_rtol=None,
+        init=None,
+        init_neighbors=10,
+        search_block_size=DEFAULT_BLOCK_SIZE,
+        shard=False,
+    ):
+        self.criterion = criterion
+        self.gamma_x = gamma_x
+        self.gamma_y = gamma_y
+        self.ridge = ridge
+        self.n_neighbors = n_neighbors
+        self.transform = transform
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.whiten_rtol = whiten_rtol
+        self.init = init
+        self.init_neighbors = init_neighbors
+        self.search_block_size = search_block_size
+        self.shard = shard
+
+    def fit(self, X, Y):
+        """Fit on inputs ``X`` ``(n, d_x)`` and outputs ``Y`` ``(n, d_y)``/``(n,)``."""
+        if self.criterion not in CRITERIA:
+            raise ValueError(
+                f"criterion must be one of {CRITERIA}, got {self.criterion!r}"
+            )
+        if self.init is not None and self.init not in INITS:
+            raise ValueError(
+                f"init must be None or one of {INITS}, got {self.init!r}"
+            )
+        gamma_x = check_positive(self.gamma_x, "gamma_x")
+        gamma_y = check_positive(self.gamma_y, "gamma_y")
+        ridge = check_positive(self.ridge, "ridge")
+        check_integer(self.max_iter, "max_iter", minimum=1)
+        check_positive(self.tol, "tol")
+        check_integer(self.batch_size, "batch_size", minimum=1)
+        check_integer(self.search_block_size, "search_block_size", minimum=1)
+        X = check_data(X, "X", min_samples=2)
+        if isinstance(X, tuple):
+            raise TypeError("TwinGP needs numeric X, got strings")
+        Y_arr = as_float_array(Y, "Y")
+        if Y_arr.ndim not in (1, 2):
+            raise ValueError(f"Y must be 1- or 2-dimensional, got shape {Y_arr.shape}")
+        self._y_1d = Y_arr.ndim == 1
+        Y2 = Y_arr[:, None] if self._y_1d else Y_arr
+        check_same_length(X, Y2, "X", "Y")
+        n = X.shape[0]
+        self.n_neighbors_ = (
+            None if self.n_neighbors is None
+            else check_integer(self.n_neighbors, "n_neighbors", minimum=2, maximum=n)
+        )
+        self.init_ = self.init or ("linear" if self.criterion == "kl" else "best")
+        self.init_neighbors_ = check_integer(
+            self.init_neighbors, "init_neighbors", minimum=1,
+            maximum=n if self.n_neighbors_ is None else self.n_neighbors_,
+        )
+        local_only = self.n_neighbors_ is not None and self.transform is None
+        K = G = None
+        if not local_only:  # local models without a transform need no Gram
+            K = rbf_gram(X, X, gamma_x)
+            G = rbf_gram(Y2, Y2, gamma_y)
+        out_coef, projector, basis, glam = None, None, "monomial", 0.5
+        self.transform_ = None
+        if self.transform is not None:
+            tr = clone(self.transform).fit(K, G)
+            K = jnp.asarray(tr.transform_input(K), X.dtype)
+            G = jnp.asarray(tr.transform_output(G), X.dtype)
+            out_coef = jnp.asarray(tr.beta_, X.dtype)
+            basis, glam = tr.basis, float(tr.lambda_y_)
+            projector = getattr(tr, "output_projector_", None)
+            if projector is not None:
+                # Zero columns leave the projection unchanged; padding the
+                # width to a multiple of 16 lets fits whose numbers of clipped
+                # eigenvalues differ share one compiled prediction.
+                pad = -projector.shape[1] % 16
+                projector = jnp.pad(jnp.asarray(projector, X.dtype), ((0, 0), (0, pad)))
+            if projector is not None and self.n_neighbors_ is not None:
+                raise ValueError(
+                    "n_neighbors needs a PSD output transform: this transform's "
+                    "output Gram was projected onto the PSD cone over all "
+                    "training points (use degree_y=1 or the monomial basis)"
+                )
+            self.transform_ = tr
+        self._static = {"basis": basis, "gegenbauer_lambda": glam}
+        chol_in = whiten = None
+        self.whiten_rank_ = None
+        if self.criterion == "kl" and self.n_neighbors_ is None:
+            eye = jnp.eye(n, dtype=X.dtype)
+            chol_in = cholesky_with_jitter(K + ridge * eye, "K_X + ridge I")
+            rtol = self.whiten_rtol
+            w = truncated_whitening(G, ridge, None if rtol is None else float(rtol))
+            whiten, clipped = w.whiten, w.clipped
+            self.whiten_rank_ = w.rank
+            if clipped:
+                warn_once("K_Y + ridge I is not positive definite; eigenvalues "
+                          "below eps * max were raised to it")
+        dtype = X.dtype
+        self.model_ = _Model(
+            X, Y2, K, G, chol_in, whiten, _linear_init_weights(X, Y2),
+            jnp.asarray(ridge, dtype),
+            OutputKernel(jnp.asarray(gamma_y, dtype), out_coef, projector),
+            jnp.asarray(gamma_x, dtype),
+        )
+        self.criterion_, self.gamma_x_, self.gamma_y_ = self.criterion, gamma_x, gamma_y
+        self.ridge_ = ridge
+        self.init_weights_ = self.model_.weights
+        self.n_samples_fit_, self.n_features_in_ = X.shape
+        self.n_outputs_ = Y2.shape[1]
+        return self
+
+    def _input_kernels(self, X):
+        k_x = rbf_gram(X, self.model_.X, self.gamma_x_)
+        k_xx = jnp.ones((X.shape[0],), X.dtype)
+        if self.transform_ is not None:
+            k_x = jnp.asarray(self.transform_.transform_input(k_x), X.dtype)
+            k_xx = jnp.asarray(self.transform_.transform_input(k_xx), X.dtype)
+        return k_x, k_xx
+
+    def _local_in_batches(self, X, k_x, k_xx, tol, idx, static):
+        # One compiled call per batch of test points (the last one padded with
+        # copies of its last point, so every call has the same shapes), so that
+        # memory stays O(batch_size k^2) whatever the number of test points.
+        n, bs = X.shape[0], min(int(self.batch_size), X.shape[0])
+        parts = []
+        for start in range(0, n, bs):
+            stop = min(start + bs, n)
+
+            def take(a, start=start, stop=stop):
+                if a is None:
+                    return None
+                b = a[start:stop]
+                pad = bs - b.shape[0]
+                return b if pad == 0 else jnp.concatenate(
+                    [b, jnp.broadcast_to(b[-1:], (pad, *b.shape[1:]))])
+
+            sol = _predict_local(self.model_, take(X), take(k_x), take(k_xx), tol,
+                                 take(idx), **static)
+            jax.block_until_ready(sol)  # no two runs of the program overlap
+            parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m], sol))
+        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
+
+    def predict(self, X):
+        """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y)."""
+        mesh = None
+        if self.shard:
+            from ..distributed import device_mesh
+
+            mesh = device_mesh()
+        return self._predict(X, mesh)
+
+    def _predict(self, X, mesh):
+        check_is_fitted(self, "model_")
+        X = check_data(X, "X")
+        if isinstance(X, tuple):
+            raise TypeError("TwinGP needs numeric X, got strings")
+        check_features(X, self.n_features_in_, "X")
+        X = X.astype(self.model_.X.dtype)
+        local = self.n_neighbors_ is not None
+        # Local models without a transform form their kernel rows per
+        # neighbourhood; everything else needs the rows against all training.
+        kernels = () if local and self.model_.K_in is None else self._input_kernels(X)
+        tol = jnp.asarray(self.tol, X.dtype)
+        static = dict(
+            criterion=self.criterion_, max_iter=int(self.max_iter),
+            init=self.init_, init_neighbors=self.init_neighbors_,
+            search_block=min(int(self.search_block_size), self.n_samples_fit_),
+            **self._static,
+        )
+        if local:
+            static.update(n_neighbors=self.n_neighbors_,
+                          batch_size=int(self.batch_size))
+        k = self.n_neighbors_ if local else self.init_neighbors_
+        # Neighbours searched once, before the compiled programs (on CPU by
+        # scikit-learn's tree), and sharded with the test points on a mesh.
+        idx = (None if not local and self.init_ == "linear"
+               else _search(self.model_.X, X, k, static["search_block"]))
+        if mesh is not None:
+            from ..distributed import sharded_batch_map
+
+            leaves, treedef = jax.tree_util.tree_flatten(self.model_)
+            fn = _sharded_fn(treedef, len(leaves), bool(kernels), idx is not None,
+                             local, tuple(sorted(static.items())))
+            extra = () if idx is None else (idx,)
+            sol = sharded_batch_map(fn, X, *kernels, *extra, mesh=mesh,
+                                    broadcast=(*leaves, tol))
+        else:
+            k_x, k_xx = kernels or (None, None)
+            predict = _predict_local if local else _predict_global
+            if local:
+                sol = self._local_in_batches(X, k_x, k_xx, tol, idx, static)
+            else:
+                sol = predict(self.model_, X, k_x, k_xx, tol, idx, **static)
+        if not bool(jnp.all(jnp.isfinite(sol.y))):
+            raise FloatingPointError("TGP prediction is not finite")
+        self.solution_ = sol
+        y = np.asarray(sol.y)
+        return y[:, 0] if self._y_1d else y

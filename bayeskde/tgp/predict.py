@@ -1,0 +1,263 @@
+"""Compiled Twin GP predictions: starts, global and local (k-NN) solves, sharding.
+
+Every test point is solved independently by the batched BFGS of
+:mod:`bayeskde.tgp.energy`; global models share one training Gram, local models
+(Bo and Sminchisescu 2010, section 5) build each test point's Grams from its
+nearest training points. :func:`tgp_predict_sharded` splits the test points over
+devices through :func:`bayeskde.distributed.sharded_batch_map`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jaxtyping import Array, Float
+
+from .._typing import ArrayLike
+from ..kernels.standard import rbf_gram
+from .energy import (
+    HSICState,
+    KLState,
+    OutputKernel,
+    _whiten,
+    hsic_coupling,
+    tgp_hsic_energy,
+    tgp_hsic_state,
+    tgp_kl_energy,
+    tgp_kl_state,
+    tgp_minimize,
+)
+from .neighbors import (
+    neighbor_indices,
+)
+
+__all__ = ["INITS", "tgp_predict_sharded"]
+
+INITS = ("linear", "neighbors", "best")
+
+
+class _Model(NamedTuple):
+    """Fitted arrays the compiled prediction needs (static structure kept apart).
+
+    ``K_in`` and ``K_out`` are ``None`` for local models without a transform:
+    each neighbourhood's Grams are then built from its points.
+    """
+
+    X: Float[Array, "n d_x"]
+    Y: Float[Array, "n d_y"]
+    K_in: Float[Array, "n n"] | None
+    K_out: Float[Array, "n n"] | None
+    chol_in: Float[Array, "n n"] | None
+    whiten: Float[Array, "n r"] | None
+    weights: Float[Array, "d_x1 d_y"]
+    ridge: Float[Array, ""]
+    out: OutputKernel
+    gamma_in: Float[Array, ""]
+
+
+def _energy(criterion, basis, gegenbauer_lambda, out):
+    fn = tgp_kl_energy if criterion == "kl" else tgp_hsic_energy
+    return lambda y, s: fn(y, s, out, basis, gegenbauer_lambda)
+
+
+def _init(model, X_test):
+    return model.weights[0][None, :] + X_test @ model.weights[1:]
+
+
+def _choose_start(energy, y_lin, candidates, state, init):
+    """The start of one test point: the lowest-energy candidate.
+
+    ``candidates`` ``(C, d_y)`` are the outputs of the test point's nearest
+    training inputs; ``init="best"`` adds the linear start ``y_lin``. Non-finite
+    energies never win. Cost: C + 1 energy evaluations.
+    """
+    if init == "linear":
+        return y_lin
+    if init == "best":
+        candidates = jnp.concatenate([y_lin[None, :], candidates], axis=0)
+    E = jax.vmap(lambda y: energy(y, state))(candidates)
+    E = jnp.where(jnp.isfinite(E), E, jnp.inf)
+    return candidates[jnp.argmin(E)]
+
+
+# XLA's CPU fusion emitters compile the many small fusions of the optimiser
+# loop slowly (S-shape, 500 points: 1.1 s against 0.47 s of CPU time with the
+# older emitters, the same run time), so the prediction functions are compiled
+# without them on CPU. An XLA that does not know the option, or another
+# backend, gets the plain jit.
+_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+class _CPUFastCompileJit:
+    """``jax.jit(fun)``, compiled with ``_CPU_COMPILER_OPTIONS`` on CPU."""
+
+    def __init__(self, fun, static_argnames):
+        self.raw = fun
+        self._plain = jax.jit(fun, static_argnames=static_argnames)
+        self._fast = jax.jit(
+            fun, static_argnames=static_argnames,
+            compiler_options=_CPU_COMPILER_OPTIONS,
+        )
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        if self._fast is not None and jax.default_backend() == "cpu":
+            try:
+                return self._fast(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - only the unknown option
+                if "xla_cpu_use_fusion_emitters" not in str(err):
+                    raise
+                self._fast = None
+        return self._plain(*args, **kwargs)
+
+    def _cache_size(self):
+        fast = 0 if self._fast is None else self._fast._cache_size()
+        return self._plain._cache_size() + fast
+
+
+def _cpu_fast_compile_jit(static_argnames):
+    return functools.partial(_CPUFastCompileJit, static_argnames=static_argnames)
+
+
+_STATIC = ("criterion", "max_iter", "basis", "gegenbauer_lambda", "init",
+           "init_neighbors", "search_block")
+
+
+def _neighbors(model, X_test, idx, k, search_block):
+    """The first ``k`` neighbour indices, nearest first (searched by the caller
+    with :func:`_search`, outside the compiled program)."""
+    return idx[:, :k]
+
+
+def _search(X, X_test, k, search_block):
+    # Outside the prediction programs: scikit-learn's tree on the CPU backend,
+    # the blocked top-k scan (its own jitted program) on accelerators.
+    return neighbor_indices(X, X_test, k, search_block)
+
+
+@_cpu_fast_compile_jit(_STATIC)
+def _predict_global(
+    model, X_test, k_x, k_xx, tol, idx=None, *, criterion, max_iter, basis,
+    gegenbauer_lambda, init, init_neighbors, search_block,
+):
+    y_lin = _init(model, X_test)
+    energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
+    # States of all test points at once (one multi-right-hand-side solve); the
+    # shared arrays stay unbatched (axis None).
+    if criterion == "kl":
+        u = jsl.cho_solve((model.chol_in, True), k_x.T).T
+        eta = k_xx + model.ridge - jnp.sum(k_x * u, axis=1)
+        state = KLState(u, eta, model.Y, model.whiten, model.ridge)
+        axes = KLState(0, 0, None, None, None)
+    else:
+        c, m_nn = jax.vmap(hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
+        state = HSICState(c, m_nn, model.Y)
+        axes = HSICState(0, 0, None)
+    if init == "linear":
+        y0 = y_lin
+    else:
+        idx = _neighbors(model, X_test, idx, init_neighbors, search_block)
+        start = functools.partial(_choose_start, energy, init=init)
+        y0 = jax.vmap(start, (0, 0, axes))(y_lin, model.Y[idx], state)
+    solve = functools.partial(tgp_minimize, energy, max_iter=max_iter, tol=tol)
+    return jax.vmap(solve, (0, axes))(y0, state)
+
+
+def _predict_local_impl(
+    model, X_test, k_x, k_xx, tol, idx=None, *, criterion, n_neighbors, max_iter,
+    basis, gegenbauer_lambda, batch_size, init, init_neighbors, search_block,
+):
+    y_lin = _init(model, X_test)
+    energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
+    # Neighbours by Euclidean input distance, as the original TGPKNN.m, nearest
+    # first, searched in blocks of training rows (no T x m matrix).
+    idx = _neighbors(model, X_test, idx, n_neighbors, search_block)
+    eye = jnp.eye(n_neighbors, dtype=X_test.dtype)
+    ones = jnp.ones((X_test.shape[0],), X_test.dtype)
+    k_xx = ones if k_xx is None else k_xx
+
+    def one(args):
+        y_t, idx_t, x_t, kx_t, kxx_t = args
+        Xn, Y = model.X[idx_t], model.Y[idx_t]
+        if model.K_in is None:  # no transform: the neighbourhood's own Grams
+            K = rbf_gram(Xn, Xn, model.gamma_in)
+            kx = rbf_gram(x_t[None, :], Xn, model.gamma_in)[0]
+        else:
+            K = model.K_in[idx_t][:, idx_t]
+            kx = kx_t[idx_t]
+        if criterion == "kl":
+            chol_in = jnp.linalg.cholesky(K + model.ridge * eye)
+            G = (rbf_gram(Y, Y, model.out.gamma) if model.K_out is None
+                 else model.K_out[idx_t][:, idx_t])
+            whiten = _whiten(G + model.ridge * eye)[0]
+            state = tgp_kl_state(chol_in, whiten, Y, kx, kxx_t, model.ridge)
+        else:
+            state = tgp_hsic_state(K, Y, kx, kxx_t)
+        y0 = _choose_start(energy, y_t, Y[:init_neighbors], state, init)
+        return tgp_minimize(energy, y0, state, max_iter=max_iter, tol=tol)
+
+    # Pad to whole batches (copies of the last test point, cut off below), so
+    # lax.map runs one batch shape. (A remainder batch was first suspected of the
+    # CPU deadlock that tests/test_runtime.py pins on jaxlib 0.10.)
+    n_test = X_test.shape[0]
+    bs = min(batch_size, n_test)
+    total = -(-n_test // bs) * bs
+    xs = jax.tree_util.tree_map(
+        lambda a: jnp.concatenate(
+            [a, jnp.broadcast_to(a[-1:], (total - n_test, *a.shape[1:]))]),
+        (y_lin, idx, X_test, k_x, k_xx))
+    sol = jax.lax.map(one, xs, batch_size=bs)
+    return jax.tree_util.tree_map(lambda a: a[:n_test], sol)
+
+
+# The plain jit (XLA's default CPU compiler). Its run-time deadlocks at
+# m = 5000 and 10^5 were jaxlib 0.10's batched LAPACK kernels blocking both
+# threads of XLA's CPU pool (tests/test_runtime.py), not this program.
+_predict_local = jax.jit(
+    _predict_local_impl, static_argnames=(*_STATIC, "n_neighbors", "batch_size"))
+
+
+@functools.lru_cache(maxsize=32)
+def _sharded_fn(treedef, n_leaves, has_kx, has_idx, local, static_items):
+    """One function object per configuration, so compiled programs are reused."""
+    static = dict(static_items)
+    impl = _predict_local_impl if local else _predict_global.raw
+
+    def fn(*args):
+        model = jax.tree_util.tree_unflatten(treedef, args[:n_leaves])
+        tol, X_test, *rest = args[n_leaves:]
+        idx = rest.pop() if has_idx else None
+        k_x, k_xx = rest if has_kx else (None, None)
+        return impl(model, X_test, k_x, k_xx, tol, idx, **static)
+
+    return fn
+
+
+def tgp_predict_sharded(tgp, X: Float[ArrayLike, "n_test n_features"], mesh=None):
+    """Predictions of a fitted :class:`TwinGP` with the test points sharded.
+
+    The test points (and their kernel rows against the training set, where the
+    model needs them) are cut into one slice per device of ``mesh`` and each
+    device runs the same compiled prediction on its slice; the fitted arrays are
+    replicated (:func:`bayeskde.distributed.sharded_batch_map`). Every test point
+    is solved independently, so the result equals :meth:`TwinGP.predict` on one
+    device. Sets ``tgp.solution_`` like ``predict``.
+
+    Args:
+        tgp: a fitted :class:`TwinGP`.
+        X: ``(n_test, d_x)`` test inputs (1-D: one feature).
+        mesh: a one-axis :class:`jax.sharding.Mesh` (default: all devices).
+
+    Returns:
+        ``(n_test, d_y)`` predictions (``(n_test,)`` if fitted on 1-D Y).
+
+    Cost: that of ``predict`` divided over the devices, plus a copy of the fitted
+    arrays to each device.
+    """
+    from ..distributed import device_mesh
+
+    return tgp._predict(X, device_mesh() if mesh is None else mesh)
