@@ -36,6 +36,10 @@ from typing import NamedTuple
 import arviz as az
 import jax
 import numpy as np
+
+# arviz-base (1.x) reads numpyro.infer.initialization as an attribute without
+# importing it; import the submodule so the attribute exists.
+import numpyro.infer.initialization  # noqa: F401
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, autoguide
 
 from .._validation import check_integer, check_positive
