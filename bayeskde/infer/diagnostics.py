@@ -36,10 +36,6 @@ from typing import NamedTuple
 import arviz as az
 import jax
 import numpy as np
-
-# arviz-base (1.x) reads numpyro.infer.initialization as an attribute without
-# importing it; import the submodule so the attribute exists.
-import numpyro.infer.initialization  # noqa: F401
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, autoguide
 
 from .._validation import check_integer, check_positive
@@ -175,6 +171,18 @@ def run_svi(
     return SVIFit(g, res.params, np.asarray(res.losses))
 
 
+def _expose_numpyro_initialization() -> None:
+    """arviz-base 1.x reads ``numpyro.infer.initialization`` as an attribute.
+    When arviz was imported before numpyro (it then loads numpyro lazily) the
+    submodule is imported but not bound on its package; bind it."""
+    import importlib
+    import sys
+
+    package = sys.modules["numpyro.infer"]
+    if not hasattr(package, "initialization"):
+        package.initialization = importlib.import_module("numpyro.infer.initialization")
+
+
 def to_inference_data(
     mcmc: MCMC,
     *,
@@ -219,6 +227,8 @@ def to_inference_data(
     def dims_for(group):
         return {**dict(dims or {}), **dict(group_dims.get(group, {}))}
 
+    if _AZ1:
+        _expose_numpyro_initialization()
     # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
     # rank promotion; allow it here so a user's strict setting does not break it.
     with jax.numpy_rank_promotion("allow"):
@@ -453,7 +463,7 @@ def plot_posterior(idata, path: str | Path | None = None, var_names=None):
 def plot_ppc(idata, path: str | Path | None = None, var_names=None,
              num_pp_samples=100):
     """Posterior predictive check: densities of ``num_pp_samples`` replicated
-    data sets against the observed data's, per variable.
+    data sets (at most all of them) against the observed data's, per variable.
 
     Needs the ``posterior_predictive`` and ``observed_data`` groups. Returns as
     :func:`plot_trace`.
@@ -463,6 +473,9 @@ def plot_ppc(idata, path: str | Path | None = None, var_names=None,
     """
     _require_groups(idata, "plot_ppc", ("posterior_predictive", "observed_data"))
     num_pp_samples = check_integer(num_pp_samples, "num_pp_samples", minimum=1)
+    # at most every replicate there is (ArviZ 0.23 refuses more)
+    first = next(iter(idata["posterior_predictive"].data_vars.values()))
+    num_pp_samples = min(num_pp_samples, int(np.prod(first.shape[:2])))
     if _AZ1:
         plot = az.plot_ppc_dist(idata, var_names=var_names,
                                 num_samples=num_pp_samples, backend="matplotlib")
