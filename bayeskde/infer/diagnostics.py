@@ -270,14 +270,14 @@ def group_names(idata) -> tuple[str, ...]:
     return tuple(idata.groups())
 
 
-def summary(idata, var_names=None):
+def summary(idata, var_names=None, *, round_to: int | str = 2):
     """ArviZ summary table as a pandas DataFrame, one row per scalar.
 
     Columns: mean, sd, a credible interval (ArviZ 0.23: the 94% HDI; 1.x: the
-    89% equal-tailed interval), MCSE, bulk and tail ESS and R-hat; unrounded
-    (``.round(2)`` for display).
+    89% equal-tailed interval), MCSE, bulk and tail ESS and R-hat, rounded to
+    ``round_to`` digits (``"none"``: unrounded).
     """
-    return az.summary(idata, var_names=var_names, round_to="none")
+    return az.summary(idata, var_names=var_names, round_to=round_to)
 
 
 class ConvergenceReport(NamedTuple):

@@ -37,7 +37,7 @@ from bayeskde.infer import (
 )
 
 N_OBS, SIGMA, TAU = 20, 1.0, 2.0  # y_i ~ N(mu, SIGMA^2), mu ~ N(0, TAU^2)
-NUM_CHAINS, NUM_DRAWS = 2, 600
+NUM_CHAINS, NUM_DRAWS = 4, 1000
 
 
 def _model(y):
@@ -62,7 +62,7 @@ def _from_dict(**groups):
 @pytest.fixture(scope="module")
 def fit():
     y = np.random.default_rng(1).normal(1.5, SIGMA, N_OBS)
-    mcmc = run_nuts(jax.random.key(0), _model, y, num_warmup=400,
+    mcmc = run_nuts(jax.random.key(0), _model, y, num_warmup=500,
                     num_samples=NUM_DRAWS, num_chains=NUM_CHAINS,
                     progress_bar=False)
     mu = np.asarray(mcmc.get_samples(group_by_chain=True)["mu"], np.float64)
@@ -110,7 +110,7 @@ def test_log_likelihood_override_and_group_dims(fit):
 
 def test_summary_and_convergence_of_a_good_run(fit):
     _, _, idata = fit
-    table = summary(idata, var_names=["mu"])
+    table = summary(idata, var_names=["mu"], round_to="none")
     draws = np.asarray(idata["posterior"]["mu"]).ravel()
     np.testing.assert_allclose(table.loc["mu", "mean"], draws.mean(), atol=0.01)
     report = convergence_report(idata, ["mu"])
@@ -186,6 +186,12 @@ def test_plots_write_pngs_or_return_figures(plot, fit, tmp_path):
     fig = plot(idata, **kwargs)
     assert isinstance(fig, plt.Figure) and fig.axes
     plt.close(fig)
+
+
+def test_ppc_asks_for_at_most_the_replicates_there_are(fit, tmp_path):
+    _, _, idata = fit
+    path = plot_ppc(idata, tmp_path / "all.png", num_pp_samples=10 * NUM_DRAWS)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("plot", [plot_ppc, plot_pit], ids=lambda f: f.__name__)
