@@ -422,6 +422,24 @@ def _require_groups(idata, what, groups):
             raise ValueError(f"{what} needs the {group} group; idata has {list(have)}")
 
 
+def _predictive_tree(idata, var_names):
+    """The posterior_predictive and observed_data variables as a new DataTree,
+    each flattened to one ``observation`` dim beside chain and draw (ArviZ 1.x
+    plots stack chain and draw into a dim named ``sample``, a name bayeskde's
+    data may use, and its PIT wants one observation dim), as ArviZ 0.23's
+    ``plot_ppc`` flattens them."""
+    import xarray as xr
+
+    names = var_names or list(idata["observed_data"].data_vars)
+    pp, obs = {}, {}
+    for name in names:
+        rep = np.asarray(idata["posterior_predictive"][name])
+        pp[name] = (("chain", "draw", "observation"), rep.reshape(*rep.shape[:2], -1))
+        obs[name] = (("observation",), np.asarray(idata["observed_data"][name]).ravel())
+    return xr.DataTree.from_dict({"posterior_predictive": xr.Dataset(pp),
+                                  "observed_data": xr.Dataset(obs)})
+
+
 def plot_trace(idata, path: str | Path | None = None, var_names=None):
     """Trace plots: each variable's density per chain beside its draws.
 
@@ -477,7 +495,7 @@ def plot_ppc(idata, path: str | Path | None = None, var_names=None,
     first = next(iter(idata["posterior_predictive"].data_vars.values()))
     num_pp_samples = min(num_pp_samples, int(np.prod(first.shape[:2])))
     if _AZ1:
-        plot = az.plot_ppc_dist(idata, var_names=var_names,
+        plot = az.plot_ppc_dist(_predictive_tree(idata, var_names),
                                 num_samples=num_pp_samples, backend="matplotlib")
     else:
         plot = az.plot_ppc(idata, var_names=var_names,
@@ -500,7 +518,8 @@ def plot_pit(idata, path: str | Path | None = None, var_names=None):
     """
     _require_groups(idata, "plot_pit", ("posterior_predictive", "observed_data"))
     if _AZ1:
-        plot = az.plot_ppc_pit(idata, var_names=var_names, backend="matplotlib")
+        plot = az.plot_ppc_pit(_predictive_tree(idata, var_names),
+                               backend="matplotlib")
         return _finish(plot, path)
     import matplotlib.pyplot as plt
     from scipy import stats

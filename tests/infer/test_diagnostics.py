@@ -195,6 +195,23 @@ def test_ppc_asks_for_at_most_the_replicates_there_are(fit, tmp_path):
 
 
 @pytest.mark.parametrize("plot", [plot_ppc, plot_pit], ids=lambda f: f.__name__)
+def test_predictive_plots_take_multi_output_data_on_a_sample_dim(plot, rng,
+                                                                 tmp_path):
+    # bayeskde's kernel models name the data dim "sample" (a name ArviZ 1.x
+    # plots use internally) beside an "output" dim
+    idata = _from_dict(
+        posterior={"a": rng.normal(size=(2, 50))},
+        posterior_predictive={"y": rng.normal(size=(2, 50, 12, 2))},
+        observed_data={"y": rng.normal(size=(12, 2))})
+    for group in ("posterior_predictive", "observed_data"):
+        idata[group]["y"] = idata[group]["y"].rename(
+            {d: n for d, n in zip(idata[group]["y"].dims[-2:], ("sample", "output"),
+                                  strict=True)})
+    path = plot(idata, tmp_path / "m.png", var_names=["y"])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("plot", [plot_ppc, plot_pit], ids=lambda f: f.__name__)
 def test_predictive_plots_need_their_groups(plot, rng, tmp_path):
     idata = _from_dict(posterior={"a": rng.normal(size=(2, 50))})
     with pytest.raises(ValueError, match="posterior_predictive"):
