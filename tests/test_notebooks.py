@@ -1,4 +1,5 @@
-"""Every notebook in notebooks/ executes (tiny sample counts) and is stored stripped."""
+"""Every notebook in notebooks/ executes (tiny sample counts), shows its figures,
+writes its model out and is stored stripped."""
 
 import os
 from pathlib import Path
@@ -31,6 +32,18 @@ def test_notebook_is_stripped_and_executes(path, tmp_path, monkeypatch):
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
-    assert not errors
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    # the rendered page shows figures (inline PNGs), not files written elsewhere
+    assert any("image/png" in o.get("data", {}) for o in outputs), (
+        f"{path.name}: no figure shown"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_writes_its_model_out(path):
+    """Every notebook teaches: narrative cells and the model written as math."""
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    assert "$$" in text, f"{path.name}: the model is not written out"

@@ -1,16 +1,24 @@
 """Inference runners and every ArviZ call of the package.
 
-- :mod:`.diagnostics`: multi-chain NUTS, SVI, InferenceData, convergence
-  reports, LOO, plots, PSIS weights (the one module that calls ArviZ);
+- :mod:`.diagnostics`: multi-chain NUTS, SVI, inference data (ArviZ 0.23
+  InferenceData or ArviZ 1.x DataTree), convergence reports, LOO, plots, PSIS
+  weights (the one module that calls ArviZ);
 - :mod:`.sbc`: simulation-based calibration (Talts et al. 2018).
 """
 
+from .diagnostics import ARVIZ_MAJOR as ARVIZ_MAJOR
+from .diagnostics import ConvergenceReport as ConvergenceReport
 from .diagnostics import SVIFit as SVIFit
 from .diagnostics import check_convergence as check_convergence
 from .diagnostics import compare_models as compare_models
 from .diagnostics import convergence_report as convergence_report
 from .diagnostics import drop_failed_chains as drop_failed_chains
+from .diagnostics import group_names as group_names
 from .diagnostics import load_inference_data as load_inference_data
+from .diagnostics import plot_pit as plot_pit
+from .diagnostics import plot_posterior as plot_posterior
+from .diagnostics import plot_ppc as plot_ppc
+from .diagnostics import plot_rank as plot_rank
 from .diagnostics import plot_trace as plot_trace
 from .diagnostics import psis_log_weights as psis_log_weights
 from .diagnostics import run_nuts as run_nuts
@@ -27,6 +35,8 @@ __all__ = [
     "run_svi",
     "SVIFit",
     "to_inference_data",
+    "group_names",
+    "ConvergenceReport",
     "convergence_report",
     "check_convergence",
     "summary",
@@ -34,8 +44,13 @@ __all__ = [
     "save_inference_data",
     "load_inference_data",
     "plot_trace",
+    "plot_rank",
+    "plot_posterior",
+    "plot_ppc",
+    "plot_pit",
     "psis_log_weights",
     "drop_failed_chains",
+    "ARVIZ_MAJOR",
     "SBCResult",
     "sbc_rank_test",
     "replicated_nuts",

@@ -1,8 +1,14 @@
-"""Inference runners and diagnostics: NUTS, SVI, ArviZ InferenceData.
+"""Inference runners and diagnostics: NUTS, SVI, ArviZ InferenceData or DataTree.
 
-Every ArviZ call of the package lives in this module, so a move to ArviZ 1.x is one
-file. Models are plain NumPyro functions (see :mod:`bayeskde.models`); this module
-runs them and hands back InferenceData with named dims and coords.
+Every ArviZ call of the package lives in this module. It speaks to both ArviZ
+generations: 0.23 (Python 3.11; results are ``arviz.InferenceData``) and 1.x
+(Python >= 3.12; the package split into arviz-base, arviz-stats and arviz-plots,
+results are ``xarray.DataTree``). Both hold the same named groups (``posterior``,
+``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``observed_data``)
+with the same dims and coords, read the same way (``idata.posterior["x"]``,
+``"sample_stats" in idata``); :func:`group_names` lists the groups of either.
+Models are plain NumPyro functions (see :mod:`bayeskde.models`); this module runs
+them and hands back inference data with named dims and coords.
 
 * :func:`run_nuts`: multi-chain NUTS; chains run in parallel when there are enough
   devices, otherwise vectorised on one device.
@@ -12,8 +18,12 @@ runs them and hands back InferenceData with named dims and coords.
   observed_data groups with named dims.
 * :func:`check_convergence`: R-hat, bulk and tail ESS and divergences, reported as
   plain-language warnings.
-* :func:`compare_models`: LOO or WAIC comparison; :func:`save_inference_data` /
-  :func:`load_inference_data` round-trip through netCDF.
+* :func:`compare_models`: PSIS-LOO comparison (WAIC too under ArviZ 0.23; 1.x
+  removed it); :func:`save_inference_data` / :func:`load_inference_data`
+  round-trip through netCDF.
+* Plots (:func:`plot_trace`, :func:`plot_rank`, :func:`plot_posterior`,
+  :func:`plot_ppc`, :func:`plot_pit`): saved as a PNG when given a path, else
+  returned as a matplotlib ``Figure`` (shown inline in a notebook).
 """
 
 from __future__ import annotations
@@ -42,9 +52,19 @@ __all__ = [
     "save_inference_data",
     "load_inference_data",
     "plot_trace",
+    "plot_rank",
+    "plot_posterior",
+    "plot_ppc",
+    "plot_pit",
+    "group_names",
     "psis_log_weights",
     "drop_failed_chains",
+    "ARVIZ_MAJOR",
 ]
+
+#: Major version of the installed ArviZ: 0 (InferenceData) or 1 (DataTree).
+ARVIZ_MAJOR = int(az.__version__.split(".")[0])
+_AZ1 = ARVIZ_MAJOR >= 1
 
 
 def _chain_method(num_chains: int) -> str:
@@ -151,6 +171,18 @@ def run_svi(
     return SVIFit(g, res.params, np.asarray(res.losses))
 
 
+def _expose_numpyro_initialization() -> None:
+    """arviz-base 1.x reads ``numpyro.infer.initialization`` as an attribute.
+    When arviz was imported before numpyro (it then loads numpyro lazily) the
+    submodule is imported but not bound on its package; bind it."""
+    import importlib
+    import sys
+
+    package = sys.modules["numpyro.infer"]
+    if not hasattr(package, "initialization"):
+        package.initialization = importlib.import_module("numpyro.infer.initialization")
+
+
 def to_inference_data(
     mcmc: MCMC,
     *,
@@ -162,7 +194,7 @@ def to_inference_data(
     constant_data: Mapping | None = None,
     group_dims: Mapping[str, Mapping] | None = None,
 ):
-    """InferenceData with posterior, sample_stats, log_likelihood, observed_data.
+    """Inference data with posterior, sample_stats, log_likelihood, observed_data.
 
     ``coords`` and ``dims`` name the axes (e.g. ``{"component": [...]}`` and
     ``{"T": ["component", "sample"]}``) so no ``x_dim_0`` is left;
@@ -175,6 +207,14 @@ def to_inference_data(
     for a GP evidence, which does not factorise over points);
     ``posterior_predictive`` arrays are ``(chain, draw, ...)`` as well, and
     ``observed_data`` / ``constant_data`` arrays carry no chain or draw axes.
+
+    Returns:
+        ``arviz.InferenceData`` under ArviZ 0.23, ``xarray.DataTree`` under 1.x;
+        the groups, variables, dims and coords are the same.
+
+    Raises:
+        ValueError: when ``group_dims`` names a group this function does not
+            write.
     """
     group_dims = dict(group_dims or {})
     unknown = set(group_dims) - {
@@ -187,6 +227,8 @@ def to_inference_data(
     def dims_for(group):
         return {**dict(dims or {}), **dict(group_dims.get(group, {}))}
 
+    if _AZ1:
+        _expose_numpyro_initialization()
     # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
     # rank promotion; allow it here so a user's strict setting does not break it.
     with jax.numpy_rank_promotion("allow"):
@@ -201,21 +243,41 @@ def to_inference_data(
                           ("log_likelihood", log_likelihood),
                           ("observed_data", observed_data),
                           ("constant_data", constant_data)):
-        if values is not None:
-            extra[group] = az.from_dict(
-                **{group: {k: np.asarray(v) for k, v in values.items()}},
-                coords=dict(coords or {}), dims=dims_for(group),
-            )[group]
-    if extra:
-        idata = az.InferenceData(
-            **{g: idata[g] for g in idata.groups() if g not in extra}, **extra
-        )
-    return idata
+        if values is None:
+            continue
+        arrays = {k: np.asarray(v) for k, v in values.items()}
+        kwargs = {"coords": dict(coords or {}), "dims": dims_for(group)}
+        if _AZ1:
+            extra[group] = az.from_dict({group: arrays}, **kwargs)[group]
+        else:
+            extra[group] = az.from_dict(**{group: arrays}, **kwargs)[group]
+    if not extra:
+        return idata
+    if _AZ1:
+        for group, node in extra.items():
+            idata[group] = node
+        return idata
+    return az.InferenceData(
+        **{g: idata[g] for g in idata.groups() if g not in extra}, **extra
+    )
 
 
-def summary(idata, var_names=None):
-    """ArviZ summary table (mean, sd, HDI, ESS, R-hat) as a pandas DataFrame."""
-    return az.summary(idata, var_names=var_names)
+def group_names(idata) -> tuple[str, ...]:
+    """Names of the groups of InferenceData (ArviZ 0.23) or a DataTree (1.x),
+    e.g. ``("posterior", "sample_stats", "log_likelihood", "observed_data")``."""
+    if hasattr(idata, "children"):
+        return tuple(idata.children)
+    return tuple(idata.groups())
+
+
+def summary(idata, var_names=None, *, round_to: int | str = 2):
+    """ArviZ summary table as a pandas DataFrame, one row per scalar.
+
+    Columns: mean, sd, a credible interval (ArviZ 0.23: the 94% HDI; 1.x: the
+    89% equal-tailed interval), MCSE, bulk and tail ESS and R-hat, rounded to
+    ``round_to`` digits (``"none"``: unrounded).
+    """
+    return az.summary(idata, var_names=var_names, round_to=round_to)
 
 
 class ConvergenceReport(NamedTuple):
@@ -237,8 +299,10 @@ def convergence_report(
 ) -> ConvergenceReport:
     """Check R-hat, bulk and tail ESS and divergent transitions.
 
-    The thresholds follow Vehtari et al. (2021): R-hat below 1.01 and an ESS of
-    at least 100 per chain-set for reliable posterior summaries.
+    The thresholds follow Vehtari et al. (2021): rank-normalised split R-hat
+    below 1.01 and an ESS of at least 100 over all chains for reliable posterior
+    summaries. Cost: O(n_draws log n_draws) per scalar (ranks and FFT
+    autocorrelation).
     """
     rhat = az.rhat(idata, var_names=var_names)
     ess_b = az.ess(idata, var_names=var_names, method="bulk")
@@ -252,8 +316,8 @@ def convergence_report(
     min_b = worst(ess_b, np.nanmin)
     min_t = worst(ess_t, np.nanmin)
     div = 0
-    if "sample_stats" in idata and "diverging" in idata.sample_stats:
-        div = int(np.asarray(idata.sample_stats["diverging"]).sum())
+    if "sample_stats" in idata and "diverging" in idata["sample_stats"]:
+        div = int(np.asarray(idata["sample_stats"]["diverging"]).sum())
     msgs = []
     if not max_rhat < rhat_max:
         msgs.append(
@@ -282,14 +346,35 @@ def check_convergence(idata, var_names=None, **kwargs) -> bool:
 
 
 def compare_models(models: dict, ic: str = "loo"):
-    """LOO (PSIS) or WAIC comparison of model variants (ArviZ ``compare``)."""
+    """PSIS-LOO comparison of model variants (ArviZ ``compare``).
+
+    Each value needs a ``log_likelihood`` group. The table ranks the models by
+    expected log pointwise predictive density (ArviZ 0.23 names the column
+    ``elpd_loo``, 1.x ``elpd``) with the difference to the best, its standard
+    error and stacking weights.
+
+    Args:
+        models: ``{name: inference data}``.
+        ic: ``"loo"``; ``"waic"`` only under ArviZ 0.23 (1.x removed WAIC, whose
+            PSIS-LOO replacement is more reliable, Vehtari et al. 2017).
+
+    Raises:
+        ValueError: for another ``ic``, or ``"waic"`` under ArviZ 1.x.
+    """
     if ic not in ("loo", "waic"):
         raise ValueError(f"ic must be 'loo' or 'waic', got {ic!r}")
+    if _AZ1:
+        if ic == "waic":
+            raise ValueError(
+                f"ic='waic' needs ArviZ 0.23; ArviZ {az.__version__} removed WAIC, "
+                "use ic='loo'"
+            )
+        return az.compare(dict(models), round_to="none")
     return az.compare(dict(models), ic=ic)
 
 
 def save_inference_data(idata, path: str | Path) -> Path:
-    """Write InferenceData to netCDF (every group, dims and coords)."""
+    """Write inference data to netCDF (every group, dims and coords)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     idata.to_netcdf(str(path))
@@ -297,24 +382,32 @@ def save_inference_data(idata, path: str | Path) -> Path:
 
 
 def load_inference_data(path: str | Path):
-    """Read InferenceData written by :func:`save_inference_data`."""
-    return az.from_netcdf(str(path))
+    """Read inference data written by :func:`save_inference_data`, into memory
+    (the file is closed on return, so it can be overwritten)."""
+    if _AZ1:
+        idata = az.from_netcdf(str(path)).load()
+        idata.close()
+        return idata
+    with az.rc_context({"data.load": "eager"}):
+        return az.from_netcdf(str(path))
 
 
-def plot_trace(idata, path: str | Path, var_names=None) -> Path:
-    """Save ArviZ trace plots (density and trace per variable) as a PNG."""
-    import matplotlib
+def _figure(plot):
+    """The matplotlib Figure behind an ArviZ plot's return value (0.23: axes or
+    an array of them; 1.x: a PlotCollection)."""
+    if hasattr(plot, "viz"):
+        return plot.viz["figure"].item()
+    return np.asarray(plot).ravel()[0].figure
 
-    matplotlib.use("Agg")
-    return _save_axes(az.plot_trace(idata, var_names=var_names, compact=True), path)
 
-
-def _save_axes(axes, path) -> Path:
-    """Save the figure of an ArviZ axes array as a PNG and close it."""
+def _finish(plot, path):
+    """Save the plot as a PNG at ``path`` and close it, or return its Figure."""
+    fig = _figure(plot)
+    fig.tight_layout()
+    if path is None:
+        return fig
     import matplotlib.pyplot as plt
 
-    fig = np.asarray(axes).ravel()[0].figure
-    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -322,19 +415,128 @@ def _save_axes(axes, path) -> Path:
     return path
 
 
-def plot_ppc(idata, path: str | Path, var_names=None, num_pp_samples=100) -> Path:
-    """Save an ArviZ posterior predictive check (replicates against the observed
-    data's density, per variable) as a PNG; needs the ``posterior_predictive``
-    and ``observed_data`` groups."""
-    import matplotlib
+def _require_groups(idata, what, groups):
+    have = group_names(idata)
+    for group in groups:
+        if group not in have:
+            raise ValueError(f"{what} needs the {group} group; idata has {list(have)}")
 
-    matplotlib.use("Agg")
-    for group in ("posterior_predictive", "observed_data"):
-        if group not in idata.groups():
-            raise ValueError(f"plot_ppc needs the {group} group; idata has "
-                             f"{list(idata.groups())}")
-    return _save_axes(az.plot_ppc(idata, var_names=var_names,
-                                  num_pp_samples=num_pp_samples, random_seed=0), path)
+
+def _predictive_tree(idata, var_names):
+    """The posterior_predictive and observed_data variables as a new DataTree,
+    each flattened to one ``observation`` dim beside chain and draw (ArviZ 1.x
+    plots stack chain and draw into a dim named ``sample``, a name bayeskde's
+    data may use, and its PIT wants one observation dim), as ArviZ 0.23's
+    ``plot_ppc`` flattens them."""
+    import xarray as xr
+
+    names = var_names or list(idata["observed_data"].data_vars)
+    pp, obs = {}, {}
+    for name in names:
+        rep = np.asarray(idata["posterior_predictive"][name])
+        pp[name] = (("chain", "draw", "observation"), rep.reshape(*rep.shape[:2], -1))
+        obs[name] = (("observation",), np.asarray(idata["observed_data"][name]).ravel())
+    return xr.DataTree.from_dict({"posterior_predictive": xr.Dataset(pp),
+                                  "observed_data": xr.Dataset(obs)})
+
+
+def plot_trace(idata, path: str | Path | None = None, var_names=None):
+    """Trace plots: each variable's density per chain beside its draws.
+
+    Returns:
+        The PNG's ``Path`` when ``path`` is given (the figure is closed), else
+        the matplotlib ``Figure``.
+    """
+    if _AZ1:
+        plot = az.plot_trace_dist(idata, var_names=var_names, compact=True,
+                                  backend="matplotlib")
+    else:
+        plot = az.plot_trace(idata, var_names=var_names, compact=True)
+    return _finish(plot, path)
+
+
+def plot_rank(idata, path: str | Path | None = None, var_names=None):
+    """Rank plots (Vehtari et al. 2021): the draws' ranks over all chains, per
+    chain; well-mixed chains give uniform ranks (ArviZ 0.23: rank histograms;
+    1.x: rank ECDF differences with simultaneous bands). Returns as
+    :func:`plot_trace`."""
+    if _AZ1:
+        plot = az.plot_rank(idata, var_names=var_names, backend="matplotlib")
+    else:
+        plot = az.plot_rank(idata, var_names=var_names)
+    return _finish(plot, path)
+
+
+def plot_posterior(idata, path: str | Path | None = None, var_names=None):
+    """Marginal posterior densities with a point estimate and a credible
+    interval (ArviZ 0.23: 94% HDI; 1.x: 89% ETI). Returns as
+    :func:`plot_trace`."""
+    if _AZ1:
+        plot = az.plot_dist(idata, var_names=var_names, backend="matplotlib")
+    else:
+        plot = az.plot_posterior(idata, var_names=var_names)
+    return _finish(plot, path)
+
+
+def plot_ppc(idata, path: str | Path | None = None, var_names=None,
+             num_pp_samples=100):
+    """Posterior predictive check: densities of ``num_pp_samples`` replicated
+    data sets (at most all of them) against the observed data's, per variable.
+
+    Needs the ``posterior_predictive`` and ``observed_data`` groups. Returns as
+    :func:`plot_trace`.
+
+    Raises:
+        ValueError: when a needed group is missing.
+    """
+    _require_groups(idata, "plot_ppc", ("posterior_predictive", "observed_data"))
+    num_pp_samples = check_integer(num_pp_samples, "num_pp_samples", minimum=1)
+    # at most every replicate there is (ArviZ 0.23 refuses more)
+    first = next(iter(idata["posterior_predictive"].data_vars.values()))
+    num_pp_samples = min(num_pp_samples, int(np.prod(first.shape[:2])))
+    if _AZ1:
+        plot = az.plot_ppc_dist(_predictive_tree(idata, var_names),
+                                num_samples=num_pp_samples, backend="matplotlib")
+    else:
+        plot = az.plot_ppc(idata, var_names=var_names,
+                           num_pp_samples=num_pp_samples, random_seed=0)
+    return _finish(plot, path)
+
+
+def plot_pit(idata, path: str | Path | None = None, var_names=None):
+    """PIT-ECDF check of calibration (Säilynoja, Bürkner and Vehtari 2022).
+
+    For each observation ``y_i`` the probability integral transform
+    ``u_i = P(y_rep_i <= y_i)`` is estimated from the posterior predictive
+    draws; a calibrated predictive makes the ``u_i`` uniform, so their ECDF
+    minus the uniform CDF stays inside the simultaneous band. Needs the
+    ``posterior_predictive`` and ``observed_data`` groups. Returns as
+    :func:`plot_trace`. Cost: O(n_draws * n_obs).
+
+    Raises:
+        ValueError: when a needed group is missing.
+    """
+    _require_groups(idata, "plot_pit", ("posterior_predictive", "observed_data"))
+    if _AZ1:
+        plot = az.plot_ppc_pit(_predictive_tree(idata, var_names),
+                               backend="matplotlib")
+        return _finish(plot, path)
+    import matplotlib.pyplot as plt
+    from scipy import stats
+
+    names = var_names or list(idata.observed_data.data_vars)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.5),
+                             squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        obs = np.asarray(idata.observed_data[name]).ravel()
+        rep = np.asarray(idata.posterior_predictive[name])
+        rep = rep.reshape(-1, obs.size)
+        pit = np.mean(rep <= obs, axis=0)
+        az.plot_ecdf(pit, cdf=stats.uniform(0, 1).cdf, difference=True,
+                     confidence_bands=True, eval_points=np.linspace(0, 1, 101),
+                     ax=ax)
+        ax.set(title=name, xlabel="PIT", ylabel="ECDF - uniform CDF")
+    return _finish(axes, path)
 
 
 def psis_log_weights(log_weights, reff: float = 1.0):
@@ -347,13 +549,23 @@ def psis_log_weights(log_weights, reff: float = 1.0):
     Returns:
         ``(smoothed log weights, pareto_k)``, shapes ``(..., n_samples)`` and
         ``(...)``; k > 0.7 means the estimate is unreliable.
+
+    Raises:
+        ValueError: for fewer than 2 samples, NaN or +inf.
     """
     lw = np.asarray(log_weights, dtype=np.float64)
     if lw.ndim < 1 or lw.shape[-1] < 2 or not np.all(np.isfinite(lw) | (lw == -np.inf)):
         raise ValueError(
             "log_weights must be (..., n_samples) with n_samples >= 2 and no NaN/+inf"
         )
-    out, k = az.psislw(lw, reff=reff)
+    if _AZ1:
+        from arviz_stats.base import array_stats
+
+        # arviz-stats takes log likelihoods (the weights of leave-one-out are
+        # their reciprocals), so the log weights enter negated.
+        out, k = array_stats.psislw(-lw, r_eff=reff, axis=-1)
+    else:
+        out, k = az.psislw(lw, reff=reff)
     return np.asarray(out), np.asarray(k)
 
 

@@ -436,9 +436,12 @@ def harmonic_hyperkernel_gram(
 ) -> Float[Array, "n_p n_q"]:
     """Ong, Smola and Williamson's harmonic hyperkernel with a Gaussian base kernel.
 
-    K = (1 - lambda_h) sum_{i >= 0} lambda_h^i (k(x1, x1') k(x2, x2'))^i
-      = (1 - lambda_h) / (1 - lambda_h exp(-gamma_h (||x1 - x1'||^2
-        + ||x2 - x2'||^2))),
+    ::
+
+        K = (1 - lambda_h) sum_{i >= 0} lambda_h^i (k(x1, x1') k(x2, x2'))^i
+          = (1 - lambda_h) / (1 - lambda_h exp(-gamma_h (||x1 - x1'||^2
+            + ||x2 - x2'||^2))),
+
     with k(x, x') = exp(-gamma_h ||x - x'||^2) (Ong et al. 2003, section 4; 2005,
     the harmonic hyperkernel). Each term is a feature product in the pairs (so K is
     positive definite on pairs) and a power of k in the other pair (so each

@@ -295,8 +295,9 @@ def falkon(
     """Falkon: preconditioned conjugate gradients on the Nystroem system (*)
     (Rudi et al. 2017, Algorithm 1 and eq. (9)).
 
+    Takes the arguments of :func:`nystroem_krr`, and
+
     Args:
-        as :func:`nystroem_krr`, plus
         max_iter: most CG iterations (Falkon needs O(log n) for a good fit).
         tol: stop when every column's preconditioned residual is below ``tol``
             relative to its right-hand side; ``None`` means 1e-7 in float64 and 1e-4
