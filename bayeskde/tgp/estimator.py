@@ -31,6 +31,7 @@ References:
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import jax
@@ -198,19 +199,21 @@ class TwinGP(BaseEstimator):
         init_neighbors=10,
         search_block_size=DEFAULT_BLOCK_SIZE,
         shard=False,
-        **deprecated,
+        **kwargs,
     ):
-        if deprecated:
-            unknown = set(deprecated) - {"transform"}
-            if unknown:
-                raise TypeError(
-                    f"TwinGP got unexpected keyword argument(s) {sorted(unknown)}")
+        # ``transform`` is the deprecated name of ``kernel_transform``; it is
+        # taken from **kwargs (hidden from the signature below) because an
+        # attribute named ``transform`` makes scikit-learn see a transformer.
+        unknown = sorted(set(kwargs) - {"transform"})
+        if unknown:
+            raise TypeError(f"TwinGP got unexpected keyword argument(s) {unknown}")
+        if "transform" in kwargs:
             warnings.warn(
-                "TwinGP(transform=...) is deprecated; use kernel_transform=...",
-                FutureWarning, stacklevel=2)
+                "TwinGP(transform=...) is deprecated and will be removed; use "
+                "kernel_transform=...", FutureWarning, stacklevel=2)
             if kernel_transform is not None:
-                raise TypeError("give kernel_transform, not both it and transform")
-            kernel_transform = deprecated["transform"]
+                raise TypeError("give kernel_transform only, not also transform")
+            kernel_transform = kwargs["transform"]
         self.criterion = criterion
         self.gamma_x = gamma_x
         self.gamma_y = gamma_y
@@ -228,6 +231,9 @@ class TwinGP(BaseEstimator):
 
     def fit(self, X, Y):
         """Fit on inputs ``X`` ``(n, d_x)`` and outputs ``Y`` ``(n, d_y)``/``(n,)``."""
+        if Y is None:
+            raise ValueError(
+                "TwinGP requires y to be passed, but the target y is None")
         check_choice(self.criterion, "criterion", CRITERIA)
         check_choice(self.init, "init", (None, *INITS))
         ridge = check_positive(self.ridge, "ridge")
@@ -318,6 +324,12 @@ class TwinGP(BaseEstimator):
         self.n_samples_fit_, self.n_features_in_ = X.shape
         self.n_outputs_ = Y2.shape[1]
         return self
+
+    # The public signature: without the **kwargs that carry the deprecated name
+    # (scikit-learn's get_params/set_params read the signature).
+    __init__.__signature__ = inspect.signature(__init__).replace(parameters=[
+        p for p in inspect.signature(__init__).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD])
 
     def _input_kernels(self, X):
         k_x = rbf_gram(X, self.model_.X, self.gamma_x_)
