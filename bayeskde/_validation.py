@@ -18,7 +18,6 @@ import numpy as np
 from ._typing import float_dtype as _float_dtype
 
 __all__ = [
-    "SKLEARN_EXPECTED_FAILED_CHECKS",
     "as_float_array",
     "check_choice",
     "check_key",
@@ -34,22 +33,39 @@ __all__ = [
     "check_same_length",
     "is_string_data",
     "num_samples",
+    "sklearn_expected_failed_checks",
     "warn_once",
 ]
 
 _WARNED: set[str] = set()
 
-#: Checks of scikit-learn's ``check_estimator`` that cannot apply to bayeskde's
-#: estimators (KernelDependencyEstimator, KNNDependencyEstimator, KernelPCA,
-#: TwinGP), each with its reason; ``tests/test_sklearn_checks.py`` passes them as
-#: ``expected_failed_checks``, so a check that starts passing is reported.
-SKLEARN_EXPECTED_FAILED_CHECKS = {
-    "check_fit1d": (
-        "a 1-D X is documented as one feature per sample, shape (n, 1): the "
-        "inverse problems of the papers (S-shape, scalar regression inputs) "
-        "have scalar inputs, and the README passes them 1-D"
-    ),
-}
+_FIT1D = (
+    "a 1-D X is documented as one feature per sample, shape (n, 1): the inverse "
+    "problems of the papers (S-shape, scalar regression inputs) have scalar "
+    "inputs, and the README passes them 1-D"
+)
+
+
+def sklearn_expected_failed_checks(estimator) -> dict[str, str]:
+    """Checks of scikit-learn's ``check_estimator`` that cannot apply to
+    ``estimator`` (one of KernelDependencyEstimator, KNNDependencyEstimator,
+    KernelPCA, TwinGP), each with its reason: scikit-learn's
+    ``expected_failed_checks`` (``tests/test_sklearn_checks.py`` passes it, so a
+    check that starts passing is reported)."""
+    out = {"check_fit1d": _FIT1D}
+    if type(estimator).__name__ == "TwinGP":
+        out["check_dict_unchanged"] = (
+            "predict records the BFGS diagnostics of its test points in the "
+            "documented attribute solution_ (status, iterations, energies, starts)"
+        )
+        if _float_dtype() == jnp.float32:
+            out["check_methods_subset_invariance"] = (
+                "float32 only (passes in float64): on the check's integer-step "
+                "targets BFGS reaches max_iter for some test points at the default "
+                "tol, and batched and one-row XLA programs round differently, so "
+                "those points differ by more than rtol 1e-4"
+            )
+    return out
 
 
 def warn_once(message: str, category: type[Warning] = RuntimeWarning) -> None:
@@ -163,7 +179,7 @@ def check_squared_range(X, name: str):
     """
     if X.size == 0:
         return X
-    big = float(jnp.max(jnp.abs(X)))
+    big = float(np.max(np.abs(np.asarray(X))))  # host-side: no compile per shape
     info = np.finfo(X.dtype)
     sq = big * big * X.shape[-1]
     dname = np.dtype(X.dtype).name
@@ -182,13 +198,18 @@ def check_squared_range(X, name: str):
     return X
 
 
+@jax.jit
+def _all_finite(K):
+    return jnp.all(jnp.isfinite(K))
+
+
 def check_finite_result(K, name: str, what: str = "Gram matrix"):
     """Raise if a computed ``K`` (a Gram, a likelihood) holds NaN or inf.
 
     The message names the user's argument ``name`` and says which dtype
     overflowed.
     """
-    if not bool(jnp.all(jnp.isfinite(K))):
+    if not bool(_all_finite(K)):
         dname = np.dtype(jnp.asarray(K).dtype).name
         raise ValueError(
             f"the {what} of {name} is not finite: it overflows {dname} (rescale "

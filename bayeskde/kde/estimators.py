@@ -202,12 +202,17 @@ class _DependencyBase(BaseEstimator):
         )
         return kpca_transform(fitted_kpca, self.output_kernel_.gram(C, self.Y_fit_))
 
-    def score(self, X, Y):
-        """Minus the mean kernel-induced output loss (higher is better)."""
+    def score(self, X, y):
+        """Minus the mean kernel-induced output loss of predicting ``y`` from ``X``
+        (higher is better); ``y`` is named as scikit-learn's scorers pass it."""
         check_is_fitted(self, "n_samples_fit_")
         if self.output_kernel_.precomputed:
             raise TypeError("score needs output objects, not a precomputed kernel")
-        return -float(jnp.mean(kernel_loss(self.output_kernel_, Y, self.predict(X))))
+        pred = self.predict(X)
+        Y = check_data(y, "y")
+        _check_kind(Y, self.Y_fit_, "y")
+        check_same_length(X, Y, "X", "y")
+        return -float(jnp.mean(kernel_loss(self.output_kernel_, Y, pred)))
 
 
 class KernelDependencyEstimator(_DependencyBase):
