@@ -323,8 +323,9 @@ def check_data(data, name: str, *, min_samples: int = 1):
     # scikit-learn's wording (check_array), prefixed by the argument's name.
     if out.shape[0] < min_samples:
         raise ValueError(
-            f"{name}: found array with {out.shape[0]} sample(s) (shape={out.shape}) "
-            f"while a minimum of {min_samples} is required."
+            f"{name} needs at least {min_samples} sample(s): found array with "
+            f"{out.shape[0]} sample(s) (shape={out.shape}) while a minimum of "
+            f"{min_samples} is required."
         )
     if out.shape[1] == 0:
         raise ValueError(
