@@ -326,6 +326,8 @@ def classify(fn, names, inputs, timeout):
 def _same(a, b):
     if scipy.sparse.issparse(a):
         return (a != b).nnz == 0
+    if isinstance(a, np.ndarray) and a.dtype.kind in "fc":
+        return bool(np.array_equal(a, b, equal_nan=True))
     try:
         return bool(np.array_equal(np.asarray(a, dtype=object),
                                    np.asarray(b, dtype=object)))

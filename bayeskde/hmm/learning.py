@@ -114,7 +114,11 @@ def pad_sequences(
         raise ValueError("sequences is empty; need at least one sequence")
     arrays = []
     for i, s in enumerate(seqs):
-        a = np.asarray(s)
+        try:
+            a = np.asarray(s)
+        except ValueError as err:  # ragged nested lists
+            raise ValueError(
+                f"sequences[{i}] must be a (T,) or (T, D) array: {err}") from err
         if a.dtype.kind not in "biuf":
             raise TypeError(f"sequences[{i}] must hold numbers, got dtype {a.dtype}")
         if a.ndim not in (1, 2):
