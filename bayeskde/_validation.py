@@ -147,7 +147,6 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or inf")
     dtype = _float_dtype()
-    out = jnp.asarray(arr, dtype=dtype)
     if arr.size and arr.dtype.kind == "f":
         big = float(np.max(np.abs(arr)))
         info = np.finfo(dtype)
@@ -162,7 +161,7 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
                 f"{name} underflows {np.dtype(dtype).name}: its largest magnitude is "
                 f"{big:.3g} < {float(info.tiny):.3g}; rescale {name}"
             )
-    return out
+    return jnp.asarray(arr, dtype=dtype)
 
 
 def check_squared_range(X, name: str):
@@ -177,7 +176,7 @@ def check_squared_range(X, name: str):
     Raises:
         ValueError: ``max|X|^2 d`` overflows, or ``max|X|^2`` underflows.
     """
-    if X.size == 0:
+    if isinstance(X, tuple) or X.size == 0:  # strings have no squared norms
         return X
     big = float(np.max(np.abs(np.asarray(X))))  # host-side: no compile per shape
     info = np.finfo(X.dtype)

@@ -58,7 +58,7 @@ def _center_kernel(K):
     return K - row[None, :] - jnp.mean(K, axis=1)[:, None] + jnp.mean(row)
 
 
-def center_kernel(K: Float[Array, "n n"]) -> Float[Array, "n n"]:
+def center_kernel(K: Float[ArrayLike, "n n"]) -> Float[Array, "n n"]:
     """Centre a training Gram matrix in feature space: H K H with H = I - 11^T / n.
 
     Implemented by row/column means (O(n^2)) instead of two matrix products.
@@ -103,9 +103,9 @@ def center_diagonal(
 
 
 def normalize_kernel(
-    K: Float[Array, "n_a n_b"],
-    diag_a: Float[Array, " n_a"],
-    diag_b: Float[Array, " n_b"],
+    K: Float[ArrayLike, "n_a n_b"],
+    diag_a: Float[ArrayLike, " n_a"],
+    diag_b: Float[ArrayLike, " n_b"],
 ) -> Float[Array, "n_a n_b"]:
     """Cosine normalisation k(x, y) / sqrt(k(x, x) k(y, y)).
 
