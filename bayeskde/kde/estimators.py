@@ -223,7 +223,13 @@ class KernelDependencyEstimator(_DependencyBase):
         input_kernel, input_kernel_params: the input kernel k, by name with a params
             dict (e.g. ``"rbf", {"sigma": 1.0}``), a callable ``k(A, B)``, or
             ``"precomputed"`` (then X is the Gram matrix in fit and the
-            ``(n_test, n_train)`` cross-kernel in predict).
+            ``(n_test, n_train)`` cross-kernel in predict). Defaults: ``"rbf"``
+            with ``gamma="median"``, the median heuristic on the training inputs
+            (outputs for the output kernel), gamma = 1 / (2 m^2) with m the
+            median distance between distinct rows; the resolved value is in
+            ``input_kernel_.params`` / ``output_kernel_.params``. The string
+            kernel defaults to ``r=3, lam=0.5, mode="mean"``
+            (:mod:`bayeskde.kernels.registry` lists every default's rule).
         output_kernel, output_kernel_params: the output kernel l, which defines
             the loss ||Phi(y) - Phi(y')||^2. With ``"precomputed"`` Y is the output
             Gram matrix and ``predict`` returns indices of training outputs.
@@ -257,6 +263,8 @@ class KernelDependencyEstimator(_DependencyBase):
         input_kernel_, output_kernel_: resolved kernels with their parameters.
         fit_: :class:`KDEFit`, or :class:`LowRankKDEFit` for the low-rank solvers.
         n_samples_fit_: number of training pairs.
+        n_features_in_: number of input features (Gram columns for
+            ``"precomputed"``; not set for string inputs).
         solver_, n_centers_, centers_: the resolved solver, number of centres
             (``None`` for ``"exact"``) and centre method.
         input_center_indices_, output_center_indices_: the training rows used as

@@ -41,7 +41,9 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         kernel: a kernel name (see :data:`bayeskde.kernels.KERNEL_NAMES`), a
             callable ``k(A, B)`` or ``"precomputed"`` (then ``X`` is a Gram matrix
             in ``fit`` and a ``(n_test, n_train)`` cross-kernel in ``transform``).
-        kernel_params: parameters of a named kernel.
+        kernel_params: parameters of a named kernel. The RBF rate defaults to
+            ``gamma="median"`` (the median heuristic on the training data,
+            resolved in ``fit`` and stored in ``kernel_.params``).
         eigensolver: ``"exact"`` (dense ``eigh``, O(n^3)), ``"randomized"`` (Halko
             et al. 2011 on the centred Gram, applied blockwise for vector kernels;
             needs ``n_components``) or ``"nystroem"`` (PCA of Nystroem features on
@@ -61,6 +63,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             n_components)`` coefficients over the centres
             (:class:`bayeskde.kpca.LowRankKPCA` ``coef``).
         kernel_: the resolved :class:`bayeskde.kernels.Kernel`.
+        n_features_in_: number of features of the training data (Gram columns
+            for ``"precomputed"``; not set for strings).
         X_fit_: the training data (needed to evaluate test kernels).
         eigensolver_, n_centers_: the resolved solver and number of centres
             (``None`` unless ``"nystroem"``).
