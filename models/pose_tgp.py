@@ -138,9 +138,9 @@ def main(argv=None) -> dict:
     results, seconds, learned = {}, {}, {}
     runs = {
         "tgp_kl": lambda t: TwinGP("kl", gamma_x=gx, gamma_y=gy, ridge=RIDGE,
-                                   transform=t).fit(X, Y).predict(Z),
+                                   kernel_transform=t).fit(X, Y).predict(Z),
         "tgp_hsic": lambda t: TwinGP("hsic", gamma_x=gx, gamma_y=gy, ridge=RIDGE,
-                                     transform=t).fit(X, Y).predict(Z),
+                                     kernel_transform=t).fit(X, Y).predict(Z),
         "gp": lambda t: (gp_predict(X, Y, Z, gamma=gx, ridge=RIDGE) if t is None
                          else gp_transformed(X, Y, Z, gx, tr_in)),
         "wknn_1": lambda t: (weighted_knn_predict(X, Y, Z, n_neighbors=1)

@@ -87,7 +87,8 @@ def fit_predict(data, criterion, gx, gy, n_neighbors=None, transform=None):
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
             tgp = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=RIDGE,
-                         n_neighbors=n_neighbors, transform=transform).fit(X, Y)
+                         n_neighbors=n_neighbors,
+                         kernel_transform=transform).fit(X, Y)
             mae = _mae(tgp.predict(Z), T)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as err:
             return float("nan"), {"error": str(err)}

@@ -258,9 +258,14 @@ def _parse_value(tok, where):
     if tok in ("?", ""):
         return np.nan
     try:
-        return float(tok)
+        value = float(tok)
     except ValueError as err:
         raise ValueError(f"{where}: cannot read {tok!r} as a number") from err
+    if not np.isfinite(value):
+        raise ValueError(
+            f"{where}: {tok!r} is not a finite float64 number (missing values are "
+            "written '?')")
+    return value
 
 
 def _parse_dimension(text, timestamps, where):
@@ -304,9 +309,17 @@ def read_ts(source: str | Path) -> TsDataset:
             wrong number of dimensions or dimensions of unequal length, or a
             value that is not a number; the message names the line.
     """
+    if not isinstance(source, str | Path):
+        raise TypeError(
+            f"source must be a path or the file's text, got {type(source).__name__}")
     text = str(source)
     if "\n" not in text:
-        text = Path(source).read_text()
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"source {str(source)!r} is not a UTF-8 text .ts file ({err.reason} "
+                f"at byte {err.start})") from err
     meta: dict = {}
     class_names: tuple = ()
     has_class = has_target = timestamps = False
@@ -340,6 +353,10 @@ def read_ts(source: str | Path) -> TsDataset:
                 meta[key] = _bool(args[0] if args else "", parts[0], where)
                 timestamps = meta.get("timestamps", False)
             elif key in ("dimensions", "serieslength"):
+                if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 1:
+                    raise ValueError(
+                        f"{where}: @{parts[0]} needs one positive integer, got "
+                        f"{' '.join(args)!r}")
                 meta[key] = int(args[0])
             else:
                 meta[key] = " ".join(args)
@@ -378,7 +395,7 @@ def read_ts(source: str | Path) -> TsDataset:
         elif has_target:
             labels.append(_parse_value(label, where))
     if not in_data:
-        raise ValueError("no @data section found")
+        raise ValueError("source has no @data section (not a .ts file?)")
     if has_class:
         y = np.asarray(labels, dtype=np.int64)
     elif has_target:

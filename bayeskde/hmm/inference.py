@@ -390,6 +390,12 @@ def _validate(log_initial, log_transition, log_likelihoods, mask):
     ll = np.asarray(log_likelihoods)
     if np.isnan(ll).any() or np.isposinf(ll).any():
         raise ValueError("log_likelihoods contains NaN or +inf")
+    # Finite in the input's dtype is not enough: the computation runs in the
+    # working dtype, where 1e300 is +inf.
+    top = float(np.max(ll)) if ll.size else 0.0
+    if top > float(np.finfo(dtype).max):
+        raise ValueError(
+            f"log_likelihoods overflows {dtype.name}: its largest value is {top:.3g}")
 
 
 def forward_filter(

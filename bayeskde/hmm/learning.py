@@ -114,7 +114,11 @@ def pad_sequences(
         raise ValueError("sequences is empty; need at least one sequence")
     arrays = []
     for i, s in enumerate(seqs):
-        a = np.asarray(s)
+        try:
+            a = np.asarray(s)
+        except ValueError as err:  # ragged nested lists
+            raise ValueError(
+                f"sequences[{i}] must be a (T,) or (T, D) array: {err}") from err
         if a.dtype.kind not in "biuf":
             raise TypeError(f"sequences[{i}] must hold numbers, got dtype {a.dtype}")
         if a.ndim not in (1, 2):
@@ -125,6 +129,19 @@ def pad_sequences(
             raise ValueError(f"sequences[{i}] is empty; every sequence needs T >= 1")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"sequences[{i}] contains NaN or inf")
+        # Finite in the input's dtype, but symbols are stored as int32 and
+        # vectors in the working float dtype, where 1e300 overflows; EM squares
+        # the vectors, so their squares must be finite too.
+        top = float(np.max(np.abs(a))) if a.size else 0.0
+        if a.ndim == 1 and top > np.iinfo(np.int32).max:
+            raise ValueError(
+                f"sequences[{i}] has symbol {top:.6g}, beyond the int32 range")
+        if a.ndim == 2:
+            info = np.finfo(_float_dtype())
+            if top * top * max(a.shape[1], 1) > float(info.max):
+                raise ValueError(
+                    f"sequences[{i}] overflows {np.dtype(_float_dtype()).name} "
+                    f"when squared (largest |value| {top:.3g}); rescale sequences")
         arrays.append(a)
     ranks = {a.ndim for a in arrays}
     if len(ranks) > 1:
@@ -233,6 +250,35 @@ def _batch_posteriors(params, padded, lengths):
 _batch_posteriors_jit = jax.jit(_batch_posteriors)
 
 
+def _check_emission(emission, categorical):
+    """Concrete emission parameters: normalised symbol rows, or finite means and
+    positive (diagonal) or positive-definite (full) covariances."""
+    leaves = jax.tree_util.tree_leaves(emission)
+    if any(isinstance(a, jax.core.Tracer) for a in leaves):
+        return
+    if categorical:
+        lp = np.asarray(emission.log_probs, np.float64)
+        if np.isnan(lp).any() or np.isposinf(lp).any():
+            raise ValueError("params.emission.log_probs contains NaN or +inf")
+        sums = np.exp(lp).sum(axis=-1)
+        if not np.allclose(sums, 1.0, rtol=0.0, atol=1e-4):
+            raise ValueError(
+                "params.emission.log_probs must hold log probabilities whose rows "
+                f"sum to 1; the sums are {sums}")
+        return
+    means = np.asarray(emission.means, np.float64)
+    cov = np.asarray(emission.covariances, np.float64)
+    if not (np.all(np.isfinite(means)) and np.all(np.isfinite(cov))):
+        raise ValueError("params.emission holds NaN or inf")
+    if cov.ndim == 2 and np.any(cov <= 0):
+        raise ValueError(
+            "params.emission.covariances (diagonal variances) must be > 0, got "
+            f"minimum {cov.min():.3g}")
+    if cov.ndim == 3 and np.any(np.linalg.eigvalsh(cov) <= 0):
+        raise ValueError(
+            "params.emission.covariances must be positive definite")
+
+
 def batch_posteriors(
     params: HMMParams, padded: ArrayLike, lengths: Int[ArrayLike, " n_sequences"]
 ) -> HMMPosterior:
@@ -267,6 +313,7 @@ def batch_posteriors(
     n = params.log_initial.shape[0]
     _validate(params.log_initial, params.log_transition, np.zeros((1, n)), None)
     categorical = isinstance(params.emission, CategoricalEmission)
+    _check_emission(params.emission, categorical)
     if categorical != (padded.ndim == 2):
         raise ValueError(
             f"padded has shape {padded.shape}, but the HMM's "

@@ -62,8 +62,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._typing import ArrayLike
 from .._validation import (
     as_float_array,
+    check_choice,
     check_data,
     check_integer,
+    check_key,
     check_nonnegative,
     check_positive,
     warn_once,
@@ -79,7 +81,13 @@ from ..kernels.hyper import (
     check_pairs,
     check_wishart_params,
 )
-from ..kernels.standard import rbf_gram, squared_distances
+from ..kernels.standard import (
+    gamma_to_sigma,
+    median_gamma,
+    rbf_gram,
+    sigma_to_gamma,
+    squared_distances,
+)
 
 __all__ = [
     "HYPERKERNELS",
@@ -404,8 +412,12 @@ class HyperkernelLearner(BaseEstimator):
     Args:
         hyperkernel: ``"gaussian"`` (eq. (8)), ``"wishart"`` (eq. (12)) or
             ``"harmonic"`` (Ong et al.).
-        sigma: Gaussian hyperkernel width, > 0.
-        sigma_h: Gaussian hyperkernel's h width, >= 0.
+        sigma: Gaussian hyperkernel width, > 0, or ``"median"`` (default): the
+            median distance m between distinct training rows (the median
+            heuristic, :func:`bayeskde.kernels.standard.median_gamma`,
+            m = sqrt(1 / (2 gamma))), the width on the data's scale.
+        sigma_h: Gaussian hyperkernel's h width, >= 0, or ``"median"``
+            (default): the same m.
         C: hinge constant, > 0 (the paper's 10).
         variant: ``"conic"`` (beta >= 0: a Mercer kernel) or ``"linear"``.
         max_pairs: if set, train on that many pairs drawn without replacement
@@ -413,7 +425,9 @@ class HyperkernelLearner(BaseEstimator):
         wishart_scale: C of the Wishart hyperkernel, ``(n_features, n_features)``
             SPD; ``None`` means the identity.
         wishart_dof: r of the Wishart hyperkernel; ``None`` means n_features + 1.
-        gamma_h, lambda_h: harmonic hyperkernel parameters.
+        gamma_h, lambda_h: harmonic hyperkernel parameters; ``gamma_h`` is a
+            rate, > 0, or ``"median"`` (default): the median-heuristic rate
+            1 / (2 m^2).
         key: ``jax.random`` key for the subsampling of pairs (keyword-only).
         tol: QP solver tolerance.
 
@@ -440,15 +454,15 @@ class HyperkernelLearner(BaseEstimator):
     def __init__(
         self,
         hyperkernel="gaussian",
-        sigma=1.0,
-        sigma_h=1.0,
+        sigma="median",
+        sigma_h="median",
         C=10.0,
         variant="conic",
         max_pairs=None,
         *,
         wishart_scale=None,
         wishart_dof=None,
-        gamma_h=1.0,
+        gamma_h="median",
         lambda_h=0.5,
         key=None,
         tol=1e-8,
@@ -466,9 +480,19 @@ class HyperkernelLearner(BaseEstimator):
         self.key = key
         self.tol = tol
 
-    def _resolve(self, n_features):
+    def _resolve(self, X):
+        n_features = X.shape[1]
+
+        def median(value):
+            return isinstance(value, str) and value == "median"
+
+        width = None
+        if any(median(v) for v in (self.sigma, self.sigma_h, self.gamma_h)):
+            width = gamma_to_sigma(median_gamma(X))
         if self.hyperkernel == "gaussian":
-            sigma, sigma_h = _check_sigmas(self.sigma, self.sigma_h)
+            sigma, sigma_h = _check_sigmas(
+                width if median(self.sigma) else self.sigma,
+                width if median(self.sigma_h) else self.sigma_h)
             return {"sigma": sigma, "sigma_h": sigma_h}
         if self.hyperkernel == "wishart":
             C = np.eye(n_features) if self.wishart_scale is None else (
@@ -477,7 +501,9 @@ class HyperkernelLearner(BaseEstimator):
             L, r = check_wishart_params(C, r, n_features)
             return {"L": L, "r": r}
         if self.hyperkernel == "harmonic":
-            gamma_h, lambda_h = _check_harmonic(self.gamma_h, self.lambda_h)
+            gamma_h, lambda_h = _check_harmonic(
+                sigma_to_gamma(width) if median(self.gamma_h) else self.gamma_h,
+                self.lambda_h)
             return {"gamma_h": gamma_h, "lambda_h": lambda_h}
         raise ValueError(
             f"hyperkernel must be one of {HYPERKERNELS}, got {self.hyperkernel!r}"
@@ -530,15 +556,16 @@ class HyperkernelLearner(BaseEstimator):
             ValueError: for labels that are not pairs (wrong shape, values outside
                 {-1, +1}), bad hyperkernel parameters or a failed QP.
         """
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        check_choice(self.variant, "variant", VARIANTS)
+        check_choice(self.hyperkernel, "hyperkernel", HYPERKERNELS)
+        check_key(self.key, "key", allow_none=True)
         check_positive(self.C, "C")
         check_nonnegative(self.tol, "tol")
         X = check_data(X, "X", min_samples=2)
         if isinstance(X, tuple):
             raise TypeError("X must be numeric; hyperkernels act on vectors")
         m, d = X.shape
-        params = self._resolve(d)
+        params = self._resolve(X)
         index, yp, w = self._pairs(y, m)
         U = jnp.stack([X[index[:, 0]], X[index[:, 1]]], axis=1)
         K = _hyper_gram(self.hyperkernel, U, U, params, False)

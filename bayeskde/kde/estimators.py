@@ -32,10 +32,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     as_float_array,
+    check_choice,
     check_data,
     check_gram,
     check_integer,
+    check_key,
+    check_n_features,
     check_nonnegative,
+    check_params_dict,
     check_positive,
     check_same_length,
 )
@@ -75,30 +79,40 @@ def _nearest(train_diag, K_test, k):
     return jax.lax.top_k(2.0 * K_test - train_diag[None, :], k)[1]
 
 
-def _check_kind(X, X_fit, name):
+def _check_kind(X, X_fit, name, was_1d=False, owner="the estimator"):
     if isinstance(X, tuple) != isinstance(X_fit, tuple):
         raise TypeError(f"{name} must be of the kind (strings or arrays) seen in fit")
-    if not isinstance(X, tuple) and X.shape[1] != X_fit.shape[1]:
-        raise ValueError(
-            f"{name} has {X.shape[1]} features, but the estimator was fitted with "
-            f"{X_fit.shape[1]}"
-        )
+    if not isinstance(X, tuple):
+        check_n_features(X, X_fit.shape[1], name, was_1d, owner)
+
+
+def _is_1d(X) -> bool:
+    return getattr(X, "ndim", None) == 1
+
+
+def _make_kernels(est):
+    kin = make_kernel(est.input_kernel, check_params_dict(
+        est.input_kernel_params, "input_kernel_params"))
+    kout = make_kernel(est.output_kernel, check_params_dict(
+        est.output_kernel_params, "output_kernel_params"))
+    return kin, kout
 
 
 class _DependencyBase(BaseEstimator):
     """Shared input/output handling of the dependency estimators."""
 
     def _setup(self, X, Y):
-        self.input_kernel_ = make_kernel(self.input_kernel, self.input_kernel_params)
-        self.output_kernel_ = make_kernel(
-            self.output_kernel, self.output_kernel_params
-        )
+        self.input_kernel_, self.output_kernel_ = _make_kernels(self)
         if self.input_kernel_.precomputed:
             K = check_gram(X, "X", what="a square Gram matrix (kernel='precomputed')")
             self.X_fit_ = None
+            self.n_features_in_ = K.shape[1]
         else:
             self.X_fit_ = check_data(X, "X", min_samples=2)
             K = None
+            if not isinstance(self.X_fit_, tuple):
+                self.n_features_in_ = self.X_fit_.shape[1]
+            self.input_kernel_ = self.input_kernel_.fit(self.X_fit_)
         if self.output_kernel_.precomputed:
             L = check_gram(Y, "Y", what="a square Gram matrix (kernel='precomputed')")
             self.Y_fit_ = None
@@ -109,6 +123,7 @@ class _DependencyBase(BaseEstimator):
             self._y_out = (
                 list(self.Y_fit_) if isinstance(self.Y_fit_, tuple) else np.array(Y)
             )
+            self.output_kernel_ = self.output_kernel_.fit(self.Y_fit_)
             L = self.output_kernel_.gram(self.Y_fit_)
         n_x = K.shape[0] if K is not None else len(self.X_fit_)
         n_y = L.shape[0]
@@ -134,9 +149,15 @@ class _DependencyBase(BaseEstimator):
                     f"shape {K.shape}"
                 )
             return K
+        X_in = X
         X = check_data(X, "X")
-        _check_kind(X, self.X_fit_, "X")
+        _check_kind(X, self.X_fit_, "X", _is_1d(X_in), type(self).__name__)
         return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = self.input_kernel == "precomputed"
+        return tags
 
     def _cross_kernels(self, X):
         """Yield the test-versus-training kernel block by block of test rows."""
@@ -181,11 +202,17 @@ class _DependencyBase(BaseEstimator):
         )
         return kpca_transform(fitted_kpca, self.output_kernel_.gram(C, self.Y_fit_))
 
-    def score(self, X, Y):
-        """Minus the mean kernel-induced output loss (higher is better)."""
+    def score(self, X, y):
+        """Minus the mean kernel-induced output loss of predicting ``y`` from ``X``
+        (higher is better); ``y`` is named as scikit-learn's scorers pass it."""
+        check_is_fitted(self, "n_samples_fit_")
         if self.output_kernel_.precomputed:
             raise TypeError("score needs output objects, not a precomputed kernel")
-        return -float(jnp.mean(kernel_loss(self.output_kernel_, Y, self.predict(X))))
+        pred = self.predict(X)
+        Y = check_data(y, "y")
+        _check_kind(Y, self.Y_fit_, "y")
+        check_same_length(X, Y, "X", "y")
+        return -float(jnp.mean(kernel_loss(self.output_kernel_, Y, pred)))
 
 
 class KernelDependencyEstimator(_DependencyBase):
@@ -196,7 +223,13 @@ class KernelDependencyEstimator(_DependencyBase):
         input_kernel, input_kernel_params: the input kernel k, by name with a params
             dict (e.g. ``"rbf", {"sigma": 1.0}``), a callable ``k(A, B)``, or
             ``"precomputed"`` (then X is the Gram matrix in fit and the
-            ``(n_test, n_train)`` cross-kernel in predict).
+            ``(n_test, n_train)`` cross-kernel in predict). Defaults: ``"rbf"``
+            with ``gamma="median"``, the median heuristic on the training inputs
+            (outputs for the output kernel), gamma = 1 / (2 m^2) with m the
+            median distance between distinct rows; the resolved value is in
+            ``input_kernel_.params`` / ``output_kernel_.params``. The string
+            kernel defaults to ``r=3, lam=0.5, mode="mean"``
+            (:mod:`bayeskde.kernels.registry` lists every default's rule).
         output_kernel, output_kernel_params: the output kernel l, which defines
             the loss ||Phi(y) - Phi(y')||^2. With ``"precomputed"`` Y is the output
             Gram matrix and ``predict`` returns indices of training outputs.
@@ -230,6 +263,8 @@ class KernelDependencyEstimator(_DependencyBase):
         input_kernel_, output_kernel_: resolved kernels with their parameters.
         fit_: :class:`KDEFit`, or :class:`LowRankKDEFit` for the low-rank solvers.
         n_samples_fit_: number of training pairs.
+        n_features_in_: number of input features (Gram columns for
+            ``"precomputed"``; not set for string inputs).
         solver_, n_centers_, centers_: the resolved solver, number of centres
             (``None`` for ``"exact"``) and centre method.
         input_center_indices_, output_center_indices_: the training rows used as
@@ -287,12 +322,11 @@ class KernelDependencyEstimator(_DependencyBase):
     def fit(self, X, Y):
         """Fit on pairs (X, Y); X and Y may be arrays or lists of strings."""
         ridge = check_nonnegative(self.ridge, "ridge")
-        if self.preimage not in PREIMAGES:
-            raise ValueError(
-                f"preimage must be one of {PREIMAGES}, got {self.preimage!r}"
-            )
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        check_choice(self.preimage, "preimage", PREIMAGES)
+        check_choice(self.solver, "solver", SOLVERS)
+        self.fixed_point_iter_ = check_integer(
+            self.fixed_point_iter, "fixed_point_iter", minimum=1)
+        check_key(self.key, "key", allow_none=True)
         if self.solver != "exact":
             return self._fit_lowrank(X, Y)
         self.solver_, self.n_centers_, self.centers_ = "exact", None, None
@@ -326,19 +360,14 @@ class KernelDependencyEstimator(_DependencyBase):
                 f"solver={self.solver!r} supports preimage 'candidates' or "
                 "'linear', got 'fixed_point'"
             )
-        if self.centers not in CENTER_METHODS:
-            raise ValueError(
-                f"centers must be one of {CENTER_METHODS}, got {self.centers!r}"
-            )
-        self.input_kernel_ = resolve_vector_kernel(
-            self.input_kernel, self.input_kernel_params, "input_kernel")
-        self.output_kernel_ = resolve_vector_kernel(
-            self.output_kernel, self.output_kernel_params, "output_kernel")
-        if self.preimage == "linear" and self.output_kernel_.name not in (
-                "linear", "regression"):
+        check_choice(self.centers, "centers", CENTER_METHODS)
+        kin, kout = _make_kernels(self)
+        kin = resolve_vector_kernel(kin, None, "input_kernel")
+        kout = resolve_vector_kernel(kout, None, "output_kernel")
+        if self.preimage == "linear" and kout.name not in ("linear", "regression"):
             raise ValueError(
                 "preimage='linear' needs output_kernel 'linear' or 'regression', "
-                f"got {self.output_kernel_.name!r}"
+                f"got {kout.name!r}"
             )
         Xa = check_data(X, "X", min_samples=2)
         Ya = check_data(Y, "Y", min_samples=2)
@@ -349,6 +378,8 @@ class KernelDependencyEstimator(_DependencyBase):
                     "strings"
                 )
         check_same_length(Xa, Ya, "X", "Y")
+        self.input_kernel_, self.output_kernel_ = kin.fit(Xa), kout.fit(Ya)
+        self.n_features_in_ = Xa.shape[1]
         n = Xa.shape[0]
         m = (min(n, math.ceil(5 * math.sqrt(n))) if self.n_centers is None
              else check_integer(self.n_centers, "n_centers", minimum=1, maximum=n))
@@ -435,7 +466,7 @@ class KernelDependencyEstimator(_DependencyBase):
         )
         res = fixed_point_preimage(
             self.fit_.kpca, F, self.Y_fit_, cands[idx],
-            self.output_kernel_.params["gamma"], int(self.fixed_point_iter),
+            self.output_kernel_.params["gamma"], self.fixed_point_iter_,
         )
         return np.asarray(res.preimages), np.asarray(res.used_fallback)
 

@@ -28,6 +28,7 @@ from .registry import make_kernel as make_kernel
 from .standard import delta_kernel as delta_kernel
 from .standard import gamma_to_sigma as gamma_to_sigma
 from .standard import linear_kernel as linear_kernel
+from .standard import median_gamma as median_gamma
 from .standard import polynomial_kernel as polynomial_kernel
 from .standard import rbf_kernel as rbf_kernel
 from .standard import regression_kernel as regression_kernel
@@ -57,6 +58,7 @@ __all__ = [
     "kernel_distances",
     "kernel_rbf_map",
     "median_heuristic",
+    "median_gamma",
     "normalize_kernel",
     "delta_kernel",
     "gamma_to_sigma",

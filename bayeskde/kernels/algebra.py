@@ -20,7 +20,12 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import as_float_array, check_gram, check_positive
+from .._validation import (
+    as_float_array,
+    check_finite_result,
+    check_gram,
+    check_positive,
+)
 
 __all__ = [
     "center_kernel",
@@ -43,15 +48,29 @@ def _check_square(K, name="K"):
     return check_gram(K, name)
 
 
+def _concrete(*arrays) -> bool:
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
 @jax.jit
-def center_kernel(K: Float[Array, "n n"]) -> Float[Array, "n n"]:
+def _center_kernel(K):
+    row = jnp.mean(K, axis=0)
+    return K - row[None, :] - jnp.mean(K, axis=1)[:, None] + jnp.mean(row)
+
+
+def center_kernel(K: Float[ArrayLike, "n n"]) -> Float[Array, "n n"]:
     """Centre a training Gram matrix in feature space: H K H with H = I - 11^T / n.
 
     Implemented by row/column means (O(n^2)) instead of two matrix products.
     Schölkopf et al. (1998), eq. (A.1); Weston et al. (2002), section 3 step 1.
+    Jit-safe; on concrete input ``K`` is checked (square, finite).
+
+    Raises:
+        ValueError / TypeError: ``K`` is not a finite square numeric matrix.
     """
-    row = jnp.mean(K, axis=0)
-    return K - row[None, :] - jnp.mean(K, axis=1)[:, None] + jnp.mean(row)
+    if _concrete(K):
+        K = check_gram(K, "K")
+    return _center_kernel(K)
 
 
 @jax.jit
@@ -83,18 +102,42 @@ def center_diagonal(
     return diag_test - 2.0 * jnp.mean(K_test, axis=1) + jnp.mean(K_train)
 
 
-@jax.jit
 def normalize_kernel(
-    K: Float[Array, "n_a n_b"],
-    diag_a: Float[Array, " n_a"],
-    diag_b: Float[Array, " n_b"],
+    K: Float[ArrayLike, "n_a n_b"],
+    diag_a: Float[ArrayLike, " n_a"],
+    diag_b: Float[ArrayLike, " n_b"],
 ) -> Float[Array, "n_a n_b"]:
     """Cosine normalisation k(x, y) / sqrt(k(x, x) k(y, y)).
 
     Points with ``k(x, x) = 0`` (no features, e.g. a string shorter than the
     subsequence length) have no direction; their normalised row is 0, which keeps
-    the matrix positive semi-definite.
+    the matrix positive semi-definite. Jit-safe; on concrete input the shapes
+    are checked, the values must be finite and the self-similarities >= 0.
+
+    Raises:
+        ValueError / TypeError: mismatched shapes, NaN/inf, a negative diagonal.
     """
+    if _concrete(K, diag_a, diag_b):
+        K = as_float_array(K, "K", ndim=2, allow_empty=True)
+        diag_a = as_float_array(diag_a, "diag_a", ndim=1, allow_empty=True)
+        diag_b = as_float_array(diag_b, "diag_b", ndim=1, allow_empty=True)
+        if diag_a.shape[0] != K.shape[0] or diag_b.shape[0] != K.shape[1]:
+            raise ValueError(
+                f"diag_a and diag_b must have shapes ({K.shape[0]},) and "
+                f"({K.shape[1]},) for K of shape {K.shape}, got {diag_a.shape} and "
+                f"{diag_b.shape}")
+        for name, d in (("diag_a", diag_a), ("diag_b", diag_b)):
+            if d.size and float(jnp.min(d)) < 0:
+                raise ValueError(
+                    f"{name} holds self-similarities k(x, x), which are >= 0; got "
+                    f"{float(jnp.min(d)):.3g}")
+        return check_finite_result(_normalize_kernel(K, diag_a, diag_b), "K",
+                                   "normalised kernel")
+    return _normalize_kernel(K, diag_a, diag_b)
+
+
+@jax.jit
+def _normalize_kernel(K, diag_a, diag_b):
     tiny = jnp.finfo(K.dtype).tiny
     inv_a = jnp.where(diag_a > tiny, 1.0 / jnp.sqrt(jnp.maximum(diag_a, tiny)), 0.0)
     inv_b = jnp.where(diag_b > tiny, 1.0 / jnp.sqrt(jnp.maximum(diag_b, tiny)), 0.0)
@@ -110,6 +153,7 @@ def frobenius(K1: Float[Array, "n m"], K2: Float[Array, "n m"]) -> Float[Array, 
 @jax.jit
 def _alignment(K1, K2):
     return frobenius(K1, K2) / jnp.sqrt(frobenius(K1, K1) * frobenius(K2, K2))
+
 
 
 def alignment(
@@ -132,7 +176,7 @@ def centered_alignment(K1, K2) -> Float[Array, ""]:
     K2 = _check_square(K2, "K2")
     if K1.shape != K2.shape:
         raise ValueError(f"K1 and K2 must match, got {K1.shape} and {K2.shape}")
-    return _alignment(center_kernel(K1), center_kernel(K2))
+    return _alignment(_center_kernel(K1), _center_kernel(K2))
 
 
 def hsic_stacks(K_stack, G_stack):
@@ -144,7 +188,7 @@ def hsic_stacks(K_stack, G_stack):
     Gretton et al. (2005), the biased estimator. Cost O(d_x d_y m^2).
     """
     m = K_stack.shape[-1]
-    centred = jax.vmap(center_kernel)(K_stack)
+    centred = jax.vmap(_center_kernel)(K_stack)
     C = jnp.einsum(
         "iab,jab->ij", centred, G_stack, precision=jax.lax.Precision.HIGHEST
     )
@@ -254,24 +298,32 @@ def median_heuristic(X=None, *, K=None, max_samples: int = 2000) -> float:
     Raises:
         ValueError: if neither or both inputs are given, or all points coincide.
     """
+    from .._validation import check_data, check_squared_range
     from .standard import squared_distances
 
     if (X is None) == (K is None):
         raise ValueError("give exactly one of X or K")
     if K is None:
-        X = as_float_array(X, "X")
-        X = X[:, None] if X.ndim == 1 else X
-        X = X[:max_samples]
+        name = "X"
+        X = check_data(X, "X")
+        if isinstance(X, tuple):
+            raise TypeError("X must be a numeric array; for strings pass K")
+        X = check_squared_range(X, "X")[:max_samples]
         d2 = squared_distances(X, X)
     else:
+        name = "K"
         K = _check_square(K, "K")[:max_samples, :max_samples]
         d = jnp.diagonal(K)
         d2 = kernel_distances(K, d, d)
     n = d2.shape[0]
     iu = np.triu_indices(n, k=1)
     if len(iu[0]) == 0:
-        raise ValueError("the median heuristic needs at least 2 points")
-    med = float(np.median(np.sqrt(np.asarray(d2)[iu])))
+        raise ValueError(
+            f"{name} has {n} point(s); the median heuristic needs at least 2")
+    med = float(np.median(np.sqrt(np.asarray(d2, np.float64)[iu])))
+    if not np.isfinite(med):
+        raise ValueError(f"the pairwise distances of {name} overflow {d2.dtype}")
     if med <= 0:
-        raise ValueError("all points coincide; the median distance is 0")
+        raise ValueError(
+            f"all points of {name} coincide: the median distance is 0")
     return med

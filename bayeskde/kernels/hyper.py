@@ -43,7 +43,12 @@ from jax.scipy.special import multigammaln
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import as_float_array, check_nonnegative, check_positive
+from .._validation import (
+    as_float_array,
+    check_nonnegative,
+    check_positive,
+    check_squared_range,
+)
 from .standard import squared_distances
 
 __all__ = [
@@ -179,6 +184,7 @@ def check_pairs(P, name: str) -> Float[Array, "n_pairs 2 n_features"]:
             f"{name} must be an array of pairs of shape (n_pairs, 2, n_features), "
             f"got shape {P.shape}"
         )
+    check_squared_range(P.reshape(P.shape[0], -1), name)
     return P
 
 

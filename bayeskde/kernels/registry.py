@@ -7,6 +7,23 @@ resolves that into a :class:`Kernel` with ``gram(A, B)`` and ``diag(A)``.
 
 Every named kernel also accepts ``rbf_sigma``: the RBF map on top of the kernel,
 exp(-(k(x,x) + k(y,y) - 2k(x,y)) / (2 sigma^2)) (Weston et al. 2002, section 4.1).
+
+Defaults, and the rule behind each:
+
+- ``rbf``: ``gamma="median"``, the median heuristic
+  (:func:`bayeskde.kernels.standard.median_gamma`: gamma = 1 / (2 m^2) with m the
+  median distance between distinct training rows). A rate has no natural unit:
+  it must follow the data's scale. It is resolved from the training data by
+  :meth:`Kernel.fit` (every estimator calls it in ``fit`` and stores the number
+  in its fitted kernel's ``params``).
+- ``rbf_sigma="median"``: the median feature-space distance of the base kernel
+  on the training data, resolved the same way.
+- ``polynomial``: ``degree=2``, ``coef0=1`` (the paper's inhomogeneous kernel).
+- ``delta``: ``scale=1/2`` (eq. (2): the induced loss is the 0-1 loss).
+- ``string``: ``r=3``, ``lam=0.5``, ``mode="mean"``, ``normalize=True``: the
+  per-length average of the normalised subsequence kernels, the reading that
+  separates the paper's strings (``"sum"`` lets the shortest subsequences
+  dominate, see :mod:`bayeskde.kernels.strings`).
 """
 
 from __future__ import annotations
@@ -21,9 +38,14 @@ import numpy as np
 from .._typing import float_dtype
 from .._validation import (
     as_float_array,
+    check_choice,
+    check_data,
+    check_finite_result,
     check_integer,
     check_nonnegative,
+    check_params_dict,
     check_positive,
+    check_squared_range,
     num_samples,
 )
 from . import standard as base
@@ -52,6 +74,18 @@ _ALLOWED = {
 }
 
 
+MEDIAN = "median"
+
+
+def _rate(value, name):
+    """A positive number, or the string ``"median"`` (resolved at fit)."""
+    if isinstance(value, str):
+        if value != MEDIAN:
+            raise ValueError(f"{name} must be > 0 or 'median', got {value!r}")
+        return value
+    return check_positive(value, name)
+
+
 def _resolve_params(name: str, params: Mapping[str, Any]) -> dict:
     unknown = set(params) - _ALLOWED[name] - {"rbf_sigma"}
     if unknown:
@@ -64,8 +98,9 @@ def _resolve_params(name: str, params: Mapping[str, Any]) -> dict:
         if "gamma" in p and "sigma" in p:
             raise ValueError("give gamma or sigma for the rbf kernel, not both")
         if "sigma" in p:
-            p["gamma"] = base.sigma_to_gamma(p.pop("sigma"))
-        p["gamma"] = check_positive(p.get("gamma", 1.0), "gamma")
+            sigma = _rate(p.pop("sigma"), "sigma")
+            p["gamma"] = sigma if sigma == MEDIAN else base.sigma_to_gamma(sigma)
+        p["gamma"] = _rate(p.get("gamma", MEDIAN), "gamma")
     elif name == "polynomial":
         p["degree"] = check_integer(p.get("degree", 2), "degree", minimum=1)
         p["coef0"] = check_nonnegative(p.get("coef0", 1.0), "coef0")
@@ -77,22 +112,22 @@ def _resolve_params(name: str, params: Mapping[str, Any]) -> dict:
         if lam > 1:
             raise ValueError(f"lam must be in (0, 1], got {lam}")
         p["lam"] = lam
-        p.setdefault("mode", "sum")
-        if p["mode"] not in ("sum", "exact", "mean"):
-            raise ValueError(
-                f"mode must be 'sum', 'exact' or 'mean', got {p['mode']!r}"
-            )
-        p["normalize"] = bool(p.get("normalize", True))
+        p["mode"] = check_choice(p.get("mode", "mean"), "mode",
+                                 ("sum", "exact", "mean"))
+        p["normalize"] = check_choice(p.get("normalize", True), "normalize",
+                                      (True, False))
+        if p.get("block_size") is not None:
+            p["block_size"] = check_integer(p["block_size"], "block_size")
     if "rbf_sigma" in p:
-        p["rbf_sigma"] = check_positive(p["rbf_sigma"], "rbf_sigma")
+        p["rbf_sigma"] = _rate(p["rbf_sigma"], "rbf_sigma")
     return p
 
 
 def _as_vectors(data, name):
-    if isinstance(data, tuple | list) and data and isinstance(data[0], str):
+    X = check_data(data, name)
+    if isinstance(X, tuple):
         raise TypeError(f"{name}: this kernel needs numeric arrays, got strings")
-    X = as_float_array(data, name)
-    return X[:, None] if X.ndim == 1 else X
+    return check_squared_range(X, name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +144,37 @@ class Kernel:
     name: str
     params: Mapping[str, Any]
     fn: Callable | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """False while a parameter is still ``"median"`` (see :meth:`fit`)."""
+        return not any(isinstance(v, str) and v == MEDIAN
+                       for v in self.params.values())
+
+    def fit(self, X) -> Kernel:
+        """This kernel with every ``"median"`` parameter resolved on data ``X``.
+
+        ``gamma="median"`` becomes :func:`bayeskde.kernels.standard.median_gamma`
+        of ``X``; ``rbf_sigma="median"`` the median feature-space distance of the
+        base kernel on ``X`` (at most 2000 rows; 1 if all rows coincide). A
+        resolved kernel is returned as is. Cost O(min(n, 2000)^2) kernel values.
+        """
+        if self.resolved:
+            return self
+        p = dict(self.params)
+        if p.get("gamma") == MEDIAN:
+            p["gamma"] = base.median_gamma(_as_vectors(X, "X"))
+        if p.get("rbf_sigma") == MEDIAN:
+            from .algebra import median_heuristic
+
+            inner = Kernel(self.name, {k: v for k, v in p.items()
+                                       if k != "rbf_sigma"}, self.fn)
+            sub = X[:2000] if not isinstance(X, tuple | list) else list(X)[:2000]
+            try:
+                p["rbf_sigma"] = median_heuristic(K=inner.gram(sub))
+            except ValueError:  # all items coincide in feature space
+                p["rbf_sigma"] = 1.0
+        return Kernel(self.name, p, self.fn)
 
     @property
     def precomputed(self) -> bool:
@@ -175,7 +241,18 @@ class Kernel:
         """Gram matrix ``(len(A), len(B))``; ``B=None`` means ``B = A``."""
         if self.precomputed:
             raise TypeError("a precomputed kernel has no Gram function")
+        if not self.resolved:
+            if B is not None:
+                raise ValueError(
+                    f"the {self.name} kernel's parameters {dict(self.params)} hold "
+                    "'median', which is resolved on training data: call "
+                    "kernel.fit(X_train) first, or gram(A) to resolve it on A"
+                )
+            return self.fit(A).gram(A)
         K = self._base_gram(A, B)
+        if self.name in base.VECTOR_KERNELS:
+            K = check_finite_result(K, "A" if B is None else "A and B",
+                                    f"{self.name} Gram")
         sigma = self.params.get("rbf_sigma")
         if sigma is None:
             return K
@@ -218,8 +295,11 @@ def make_kernel(kernel, params: Mapping[str, Any] | None = None) -> Kernel:
     Examples:
         >>> make_kernel("rbf", {"sigma": 1.0}).params["gamma"]
         0.5
+        >>> import numpy as np
+        >>> make_kernel("rbf").fit(np.array([[0.0], [2.0]])).params["gamma"]
+        0.125
     """
-    params = {} if params is None else dict(params)
+    params = check_params_dict(params, "params")
     if isinstance(kernel, Kernel):
         return kernel if not params else kernel.with_params(**params)
     if isinstance(kernel, str):

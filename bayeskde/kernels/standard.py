@@ -16,10 +16,18 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .._typing import float_dtype
-from .._validation import check_data, check_nonnegative, check_positive
+from .._validation import (
+    check_data,
+    check_finite_result,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+    check_squared_range,
+)
 
 __all__ = [
     "squared_distances",
@@ -29,6 +37,7 @@ __all__ = [
     "delta_kernel",
     "regression_kernel",
     "sigma_to_gamma",
+    "median_gamma",
     "gamma_to_sigma",
     "VECTOR_KERNELS",
     "split_params",
@@ -55,12 +64,28 @@ def squared_distances(
 ) -> Float[Array, "n_a n_b"]:
     """Pairwise squared Euclidean distances, clipped at zero against round-off.
 
+    Stable form: both sets are shifted by the mean of ``B`` (distances are
+    shift-invariant, and the expansion ||a||^2 + ||b||^2 - 2 a.b then cancels
+    far less for data with a large offset) and scaled by the power of two
+    nearest their largest magnitude (exact), so the expansion cannot overflow;
+    the scale comes back only at the end, where an overflow gives ``inf``
+    (an RBF value of 0), never ``inf - inf = NaN``.
+
     Cost: O(n_a n_b n_features) time, O(n_a n_b) memory.
     """
+    shift = jnp.mean(B, axis=0)
+    A = A - shift[None, :]
+    B = B - shift[None, :]
+    big = jnp.maximum(jnp.max(jnp.abs(A), initial=0.0),
+                      jnp.max(jnp.abs(B), initial=0.0))
+    scale = jnp.where(big > 0, jnp.exp2(jnp.round(jnp.log2(jnp.where(
+        big > 0, big, 1.0)))), 1.0).astype(A.dtype)
+    A = A / scale
+    B = B / scale
     a2 = jnp.sum(A * A, axis=1)
     b2 = jnp.sum(B * B, axis=1)
-    d2 = a2[:, None] + b2[None, :] - 2.0 * (A @ B.T)
-    return jnp.maximum(d2, 0.0)
+    d2 = jnp.maximum(a2[:, None] + b2[None, :] - 2.0 * (A @ B.T), 0.0)
+    return jnp.where(d2 > 0, d2 * (scale * scale), 0.0)
 
 
 @jax.jit
@@ -96,10 +121,17 @@ VECTOR_KERNELS = ("rbf", "polynomial", "linear", "regression")
 def split_params(name: str, params) -> tuple[tuple[str, int], Array]:
     """(static spec, dynamic theta) of a vector kernel with validated ``params``."""
     dtype = float_dtype()
+    if isinstance(params.get("gamma"), str) or isinstance(
+            params.get("rbf_sigma"), str):
+        raise ValueError(
+            f"{name} kernel parameters {dict(params)} hold 'median', which is "
+            "resolved from training data: resolve it with Kernel.fit(X) (estimators "
+            "do this in fit) or pass a number"
+        )
     if name == "rbf":
         return ("rbf", 0), jnp.asarray([params["gamma"]], dtype)
     if name == "polynomial":
-        return ("polynomial", int(params["degree"])), jnp.asarray(
+        return ("polynomial", params["degree"]), jnp.asarray(
             [params["coef0"]], dtype)
     if name in ("linear", "regression"):
         return ("linear", 0), jnp.zeros((1,), dtype)
@@ -128,8 +160,8 @@ def diag_fn(spec, theta, A):
 
 
 def _pair(A, B):
-    A = check_data(A, "A")
-    B = A if B is None else check_data(B, "B")
+    A = check_squared_range(check_data(A, "A"), "A")
+    B = A if B is None else check_squared_range(check_data(B, "B"), "B")
     if isinstance(A, tuple) or isinstance(B, tuple):
         raise TypeError("this kernel needs numeric arrays, got strings")
     if A.shape[1] != B.shape[1]:
@@ -140,13 +172,55 @@ def _pair(A, B):
     return A, B
 
 
-def rbf_kernel(A, B=None, *, gamma: float = 1.0) -> Float[Array, "n_a n_b"]:
+def _names(B):
+    return "A" if B is None else "A and B"
+
+
+def median_gamma(X, max_samples: int = 2000) -> float:
+    """The median-heuristic RBF rate of data ``X``: gamma = 1 / (2 median^2).
+
+    ``median`` is the median Euclidean distance between distinct rows among the
+    first ``max_samples`` rows (pairs at distance 0, i.e. duplicate rows, are left
+    out); if all rows coincide (or there is one row) every rate gives the same
+    Gram matrix and gamma = 1. Cost O(min(n, max_samples)^2 n_features).
+
+    Examples:
+        >>> import numpy as np
+        >>> median_gamma(np.array([[0.0], [1.0], [3.0]]))  # median distance 2
+        0.125
+    """
+    X = check_data(X, "X")
+    if isinstance(X, tuple):
+        raise TypeError("the median heuristic needs a numeric array X, got strings")
+    X = np.asarray(check_squared_range(X, "X")[:max_samples], dtype=np.float64)
+    # On the host in float64 (at most max_samples rows): one small O(n^2 d)
+    # product, no compilation per data shape.
+    X = X - X.mean(axis=0)
+    scale = max(float(np.max(np.abs(X))), float(np.finfo(np.float64).tiny))
+    X = X / scale
+    sq = np.sum(X * X, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (X @ X.T), 0.0)
+    d2 = d2[np.triu_indices(X.shape[0], k=1)]
+    # Duplicate rows leave round-off, not 0, in the expansion: drop it.
+    d2 = d2[d2 > 64.0 * np.finfo(np.float64).eps * max(float(sq.max()), 1e-300)]
+    if d2.size == 0:
+        return 1.0
+    med = float(np.median(np.sqrt(d2))) * scale
+    return 1.0 / (2.0 * med * med)
+
+
+def rbf_kernel(A, B=None, *, gamma: float | str = 1.0) -> Float[Array, "n_a n_b"]:
     """Gaussian RBF kernel k(x, y) = exp(-gamma ||x - y||^2).
 
     Args:
         A: ``(n_a, n_features)`` array (1-D is read as one feature).
         B: ``(n_b, n_features)`` array, or ``None`` for ``B = A``.
-        gamma: rate, > 0 (``gamma = 1 / (2 sigma^2)``, see :func:`sigma_to_gamma`).
+        gamma: rate, > 0 (``gamma = 1 / (2 sigma^2)``, see :func:`sigma_to_gamma`),
+            or ``"median"``: :func:`median_gamma` of ``A``.
+
+    Raises:
+        ValueError: for NaN/inf in ``A``/``B``, or data whose squared norms
+            overflow the working dtype (the message names the argument).
 
     Returns:
         ``(n_a, n_b)`` Gram matrix. Cost O(n_a n_b n_features).
@@ -157,9 +231,10 @@ def rbf_kernel(A, B=None, *, gamma: float = 1.0) -> Float[Array, "n_a n_b"]:
         >>> round(float(K[0, 1]), 6)
         0.606531
     """
-    gamma = check_positive(gamma, "gamma")
     A, B = _pair(A, B)
-    return rbf_gram(A, B, gamma)
+    gamma = median_gamma(A) if isinstance(gamma, str) and gamma == "median" else (
+        check_positive(gamma, "gamma"))
+    return check_finite_result(rbf_gram(A, B, gamma), _names(B), "rbf Gram")
 
 
 def polynomial_kernel(
@@ -170,17 +245,17 @@ def polynomial_kernel(
     Raises:
         ValueError: if ``degree`` is not a positive integer or ``coef0 < 0``.
     """
-    if isinstance(degree, bool) or int(degree) != degree or degree < 1:
-        raise ValueError(f"degree must be a positive integer, got {degree!r}")
+    degree = check_integer(degree, "degree", minimum=1)
     coef0 = check_nonnegative(coef0, "coef0")
     A, B = _pair(A, B)
-    return polynomial_gram(A, B, int(degree), coef0)
+    return check_finite_result(
+        polynomial_gram(A, B, degree, coef0), _names(B), "polynomial Gram")
 
 
 def linear_kernel(A, B=None) -> Float[Array, "n_a n_b"]:
     """Linear kernel k(x, y) = x . y."""
     A, B = _pair(A, B)
-    return linear_gram(A, B)
+    return check_finite_result(linear_gram(A, B), _names(B), "linear Gram")
 
 
 def regression_kernel(A, B=None) -> Float[Array, "n_a n_b"]:

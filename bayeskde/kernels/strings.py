@@ -360,7 +360,7 @@ def subsequence_kernel(
     *,
     r: int = 3,
     lam: float = 0.5,
-    mode: str = "sum",
+    mode: str = "mean",
     normalize: bool = True,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Float[Array, "n_a n_b"]:
@@ -400,9 +400,11 @@ def subsequence_kernel(
         r: the subsequence length (``mode="exact"``) or the longest one summed
             (``mode="sum"``); a positive integer.
         lam: the gap decay, ``0 < lam <= 1``.
-        mode: ``"sum"`` (lengths ``1..r``), ``"exact"`` (length ``r`` only) or
-            ``"mean"`` (the average of the normalised kernels of lengths
-            ``1..r``; costs ``r`` passes). A string shorter than ``r`` has
+        mode: ``"mean"`` (default: the average of the normalised kernels of
+            lengths ``1..r``; costs ``r`` passes; every length weighs the same,
+            the reading that separates the paper's strings at its small decay),
+            ``"sum"`` (lengths ``1..r``, dominated by length 1 when ``lam`` is
+            small) or ``"exact"`` (length ``r`` only). A string shorter than ``r`` has
             features at its own lengths only, so its unnormalised ``"mean"``
             self-similarity is ``len / r``.
         normalize: divide by ``sqrt(k(s, s) k(t, t))``.
@@ -474,7 +476,7 @@ def subsequence_diag(
     *,
     r: int = 3,
     lam: float = 0.5,
-    mode: str = "sum",
+    mode: str = "mean",
     normalize: bool = True,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Float[Array, " n_a"]:

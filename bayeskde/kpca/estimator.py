@@ -10,7 +10,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_float_array, check_data, check_gram, check_integer
+from .._typing import float_dtype
+from .._validation import (
+    as_float_array,
+    check_choice,
+    check_data,
+    check_gram,
+    check_integer,
+    check_key,
+    check_n_features,
+    check_params_dict,
+)
 from ..kernels.registry import make_kernel
 from ..lowrank import CENTER_METHODS, LOWRANK_KERNELS, select_centers
 from .approximate import lowrank_kpca_transform, nystroem_kpca, randomized_kpca
@@ -31,7 +41,9 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         kernel: a kernel name (see :data:`bayeskde.kernels.KERNEL_NAMES`), a
             callable ``k(A, B)`` or ``"precomputed"`` (then ``X`` is a Gram matrix
             in ``fit`` and a ``(n_test, n_train)`` cross-kernel in ``transform``).
-        kernel_params: parameters of a named kernel.
+        kernel_params: parameters of a named kernel. The RBF rate defaults to
+            ``gamma="median"`` (the median heuristic on the training data,
+            resolved in ``fit`` and stored in ``kernel_.params``).
         eigensolver: ``"exact"`` (dense ``eigh``, O(n^3)), ``"randomized"`` (Halko
             et al. 2011 on the centred Gram, applied blockwise for vector kernels;
             needs ``n_components``) or ``"nystroem"`` (PCA of Nystroem features on
@@ -51,6 +63,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             n_components)`` coefficients over the centres
             (:class:`bayeskde.kpca.LowRankKPCA` ``coef``).
         kernel_: the resolved :class:`bayeskde.kernels.Kernel`.
+        n_features_in_: number of features of the training data (Gram columns
+            for ``"precomputed"``; not set for strings).
         X_fit_: the training data (needed to evaluate test kernels).
         eigensolver_, n_centers_: the resolved solver and number of centres
             (``None`` unless ``"nystroem"``).
@@ -95,11 +109,10 @@ class KernelPCA(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Fit on data ``X`` (array, list of strings, or a Gram matrix)."""
-        if self.eigensolver not in EIGENSOLVERS:
-            raise ValueError(
-                f"eigensolver must be one of {EIGENSOLVERS}, got {self.eigensolver!r}"
-            )
-        self.kernel_ = make_kernel(self.kernel, self.kernel_params)
+        check_choice(self.eigensolver, "eigensolver", EIGENSOLVERS)
+        check_key(self.key, "key", allow_none=True)
+        self.kernel_ = make_kernel(
+            self.kernel, check_params_dict(self.kernel_params, "kernel_params"))
         self.eigensolver_, self.n_centers_ = self.eigensolver, None
         if self.eigensolver != "exact":
             return self._fit_approx(X)
@@ -108,7 +121,9 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             self.X_fit_ = None
         else:
             self.X_fit_ = check_data(X, "X", min_samples=2)
+            self.kernel_ = self.kernel_.fit(self.X_fit_)
             K = self._gram(self.X_fit_)
+        self._set_n_features(K if self.X_fit_ is None else self.X_fit_)
         n = K.shape[0]
         if self.n_components is not None:
             check_integer(self.n_components, "n_components", minimum=1, maximum=n)
@@ -138,13 +153,12 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                     f"eigensolver='nystroem' needs one of {LOWRANK_KERNELS}, got "
                     f"{self.kernel_.name!r}"
                 )
-            if self.centers not in CENTER_METHODS:
-                raise ValueError(
-                    f"centers must be one of {CENTER_METHODS}, got {self.centers!r}"
-                )
+            check_choice(self.centers, "centers", CENTER_METHODS)
             X = check_data(X, "X", min_samples=2)
             if isinstance(X, tuple):
                 raise ValueError("eigensolver='nystroem' needs a numeric array X")
+            self.kernel_ = self.kernel_.fit(X)
+            self.n_features_in_ = X.shape[1]
             n = X.shape[0]
             m = (min(n, math.ceil(5 * math.sqrt(n))) if self.n_centers is None
                  else check_integer(self.n_centers, "n_centers", minimum=1,
@@ -172,6 +186,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             self.X_fit_ = None
         else:
             self.X_fit_ = check_data(X, "X", min_samples=2)
+            self.kernel_ = self.kernel_.fit(self.X_fit_)
+        self._set_n_features(K if self.X_fit_ is None else self.X_fit_)
         n = K.shape[0] if self.X_fit_ is None else len(self.X_fit_)
         p = check_integer(self.n_components, "n_components", minimum=1, maximum=n)
         if self.X_fit_ is not None and vector and not isinstance(self.X_fit_, tuple):
@@ -186,16 +202,26 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         self.result_, self.eigenvalues_, self.alphas_ = res, res.eigenvalues, res.alphas
         return self
 
+    def _set_n_features(self, X):
+        if not isinstance(X, tuple):
+            self.n_features_in_ = X.shape[1]
+
     def transform(self, X):
-        """Project ``X`` onto the fitted components: ``(n_test, n_components)``."""
+        """Project ``X`` onto the fitted components: ``(n_test, n_components)``.
+
+        The result has the working dtype (float64 with ``JAX_ENABLE_X64=1``,
+        else float32), whatever the input's dtype.
+        """
         check_is_fitted(self, "result_")
+        was_1d = getattr(X, "ndim", None) == 1
         if self.eigensolver_ == "nystroem":
 
             X = check_data(X, "X")
-            if isinstance(X, tuple) or X.shape[1] != self.X_fit_.shape[1]:
+            if isinstance(X, tuple):
                 raise ValueError(
                     f"X must be a numeric array with {self.X_fit_.shape[1]} features"
                 )
+            check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
             return lowrank_kpca_transform(self.kernel_, self.result_, X,
                                           block_size=self.block_size)
         if self.kernel_.precomputed:
@@ -209,11 +235,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             X = check_data(X, "X")
             if isinstance(X, tuple) != isinstance(self.X_fit_, tuple):
                 raise TypeError("X must be of the kind (strings or arrays) seen in fit")
-            if not isinstance(X, tuple) and X.shape[1] != self.X_fit_.shape[1]:
-                raise ValueError(
-                    f"X has {X.shape[1]} features, but KernelPCA was fitted with "
-                    f"{self.X_fit_.shape[1]}"
-                )
+            if not isinstance(X, tuple):
+                check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
             K = self._gram(X, self.X_fit_)
         return kpca_transform(self.result_, K)
 
@@ -224,4 +247,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.kernel == "precomputed"
+        # Outputs have the working dtype: float64 in gives float64 out when
+        # x64 is on; under float32 JAX every input is computed in float32.
+        tags.transformer_tags.preserves_dtype = [np.dtype(float_dtype()).name]
         return tags

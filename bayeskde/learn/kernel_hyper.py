@@ -204,7 +204,7 @@ def twin_gp_from_params(
     return TwinGP(
         criterion, gamma_x=params["gamma_x"], gamma_y=params["gamma_y"],
         ridge=params["ridge"] if ridge is None else check_positive(ridge, "ridge"),
-        transform=transform,
+        kernel_transform=transform,
     )
 
 

@@ -19,10 +19,17 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .._typing import float_dtype
-from .._validation import check_integer, check_nonnegative, check_positive
+from .._validation import (
+    check_choice,
+    check_integer,
+    check_key,
+    check_nonnegative,
+    check_positive,
+)
 from ..hmm import CategoricalEmission, HMMParams, batch_posteriors, fit_hmm
 from ..hmm import pad_sequences as _pad
 from ..kernels import kernel_rbf_map, normalize_kernel
+from ..kernels.standard import median_gamma
 from .closed_forms import symbol_kernel_matrix
 from .latent import (
     LatentFeatures,
@@ -50,6 +57,17 @@ def _exact_diag(X, G, L, rbf_gamma, state_kernel):
     )(X, G, L)
 
 
+def _median_frame_gamma(sequences, means, max_samples: int = 2000) -> float:
+    """Median-heuristic rate of the observation RBF: on at most ``max_samples``
+    frames spread evenly over all training frames, or on the emission means."""
+    if sequences is None:
+        return median_gamma(np.asarray(means))
+    frames = np.concatenate([np.asarray(s, dtype=np.float64).reshape(
+        len(s), -1) for s in sequences])
+    step = max(1, -(-frames.shape[0] // max_samples))
+    return median_gamma(frames[::step])
+
+
 class LatentMeanMapKernel(BaseEstimator):
     """Latent mean-map kernel between sequences under one fitted HMM.
 
@@ -61,7 +79,12 @@ class LatentMeanMapKernel(BaseEstimator):
             ``exp(-lam [i != j])`` (eqs. 27-32); ``float("inf")`` gives the delta
             kernels (the Fisher-like limit).
         key: ``jax.random`` key (EM restarts, random Fourier features).
-        gamma: RBF rate of the observation kernel for Gaussian emissions.
+        gamma: RBF rate of the observation kernel for Gaussian emissions, or
+            ``"median"`` (default): the median heuristic on the training
+            observations, gamma = 1 / (2 m^2) with m the median distance between
+            distinct frames among at most 2000 spread evenly over all training
+            frames (:func:`bayeskde.kernels.standard.median_gamma`); when
+            ``fit`` gets ``params`` and no sequences, on the emission means.
         covariance: ``"diag"`` or ``"full"`` Gaussian emissions.
         n_symbols: alphabet size (default: the largest training symbol + 1).
         feature_map: continuous case only: ``"exact"`` (eq. 31, O(n^2 T^2)),
@@ -100,7 +123,7 @@ class LatentMeanMapKernel(BaseEstimator):
         lam: float = 1.0,
         *,
         key=None,
-        gamma: float = 1.0,
+        gamma: float | str = "median",
         covariance: str = "diag",
         n_symbols: int | None = None,
         feature_map: str = "exact",
@@ -139,16 +162,15 @@ class LatentMeanMapKernel(BaseEstimator):
             raise ValueError(
                 f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}"
             )
-        lam = float(self.lam)
-        if lam != math.inf:
+        lam = self.lam
+        if not (isinstance(lam, float) and lam == math.inf):
             lam = check_nonnegative(lam, "lam")
         nu = None if self.nu is None else check_positive(self.nu, "nu")
-        if not isinstance(self.key, jax.Array):
-            raise TypeError(
-                "key must be a jax.random key (keyword-only), got "
-                f"{type(self.key).__name__}"
-            )
-        return lam, check_positive(self.gamma, "gamma"), nu
+        check_key(self.key, "key")
+        check_choice(self.normalize, "normalize", (True, False))
+        gamma = self.gamma if isinstance(self.gamma, str) and (
+            self.gamma == "median") else check_positive(self.gamma, "gamma")
+        return lam, gamma, nu
 
     def fit(self, sequences: Sequence | None, params: HMMParams | None = None):
         """Fit the HMM on ``sequences`` (or adopt ``params``) and return ``self``.
@@ -194,6 +216,9 @@ class LatentMeanMapKernel(BaseEstimator):
         else:
             self.n_symbols_ = None
             self.n_features_in_ = int(em.means.shape[1])
+        if self.gamma_ == "median":
+            self.gamma_ = 1.0 if categorical else _median_frame_gamma(
+                sequences, em.means)
         self.omega_ = None
         if not categorical and self.feature_map == "rff":
             m = check_integer(self.n_features, "n_features", minimum=1)

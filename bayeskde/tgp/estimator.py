@@ -31,6 +31,9 @@ References:
 
 from __future__ import annotations
 
+import inspect
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,13 +42,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     as_float_array,
+    check_choice,
     check_data,
     check_integer,
+    check_n_features,
+    check_nonnegative,
     check_positive,
     check_same_length,
+    check_squared_range,
+    is_string_data,
     warn_once,
 )
-from ..kernels.standard import rbf_gram
+from ..kernels.standard import median_gamma, rbf_gram
 from .baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
 from .energy import (
     CRITERIA,
@@ -66,7 +74,6 @@ from .energy import (
 )
 from .neighbors import (
     DEFAULT_BLOCK_SIZE,
-    check_features,
     nearest_neighbors,
 )
 from .predict import (
@@ -110,12 +117,15 @@ class TwinGP(BaseEstimator):
             :mod:`bayeskde.tgp.energy` for both energies.
         gamma_x, gamma_y: RBF rates of the input and output kernels,
             k(x, x') = exp(-gamma ||x - x'||^2) (the original code's ``kparam1``,
-            ``kparam2``).
+            ``kparam2``), or ``"median"`` (default): the median heuristic on the
+            training inputs / outputs, gamma = 1 / (2 m^2) with m the median
+            distance between distinct rows
+            (:func:`bayeskde.kernels.standard.median_gamma`).
         ridge: added to the diagonals of both training Grams (``lambda``), > 0.
         n_neighbors: ``None`` for one global model; else each test point gets a
             local model on its ``n_neighbors`` nearest training inputs
             (Euclidean), factorised per test point.
-        transform: an unfitted :class:`PolynomialKernelTransform` (or any object
+        kernel_transform: an unfitted :class:`PolynomialKernelTransform` (or any object
             with ``fit(K, G)``, ``transform_input``, ``transform_output``,
             ``beta_``, ``basis``, ``lambda_y_``): it is cloned, fitted on
             the base training Grams, and applied to every input and output kernel
@@ -140,6 +150,9 @@ class TwinGP(BaseEstimator):
             scikit-learn's tree; :func:`nearest_neighbors`).
         shard: predict with the test points sharded over all devices
             (:func:`tgp_predict_sharded`).
+        transform: deprecated keyword name of ``kernel_transform`` (a
+            ``FutureWarning``; scikit-learn reads an attribute named
+            ``transform`` as the transformer API).
 
     Attributes:
         criterion_, gamma_x_, gamma_y_, ridge_, n_neighbors_, init_: resolved
@@ -164,7 +177,7 @@ class TwinGP(BaseEstimator):
     Examples:
         >>> import numpy as np
         >>> t = np.linspace(0, 1, 60); x = t + 0.3 * np.sin(2 * np.pi * t)
-        >>> tgp = TwinGP(gamma_x=0.2 * 100, gamma_y=20.0, ridge=1e-3).fit(x, t)
+        >>> tgp = TwinGP(gamma_x=20.0, gamma_y=20.0, ridge=1e-3).fit(x, t)
         >>> pred = tgp.predict(np.array([0.1, 0.9]))
         >>> pred.shape
         (2,)
@@ -173,11 +186,11 @@ class TwinGP(BaseEstimator):
     def __init__(
         self,
         criterion="kl",
-        gamma_x=1.0,
-        gamma_y=1.0,
+        gamma_x="median",
+        gamma_y="median",
         ridge=1e-3,
         n_neighbors=None,
-        transform=None,
+        kernel_transform=None,
         max_iter=100,
         tol=1e-6,
         batch_size=256,
@@ -186,13 +199,27 @@ class TwinGP(BaseEstimator):
         init_neighbors=10,
         search_block_size=DEFAULT_BLOCK_SIZE,
         shard=False,
+        **kwargs,
     ):
+        # ``transform`` is the deprecated name of ``kernel_transform``; it is
+        # taken from **kwargs (hidden from the signature below) because an
+        # attribute named ``transform`` makes scikit-learn see a transformer.
+        unknown = sorted(set(kwargs) - {"transform"})
+        if unknown:
+            raise TypeError(f"TwinGP got unexpected keyword argument(s) {unknown}")
+        if "transform" in kwargs:
+            warnings.warn(
+                "TwinGP(transform=...) is deprecated and will be removed; use "
+                "kernel_transform=...", FutureWarning, stacklevel=2)
+            if kernel_transform is not None:
+                raise TypeError("give kernel_transform only, not also transform")
+            kernel_transform = kwargs["transform"]
         self.criterion = criterion
         self.gamma_x = gamma_x
         self.gamma_y = gamma_y
         self.ridge = ridge
         self.n_neighbors = n_neighbors
-        self.transform = transform
+        self.kernel_transform = kernel_transform
         self.max_iter = max_iter
         self.tol = tol
         self.batch_size = batch_size
@@ -204,30 +231,36 @@ class TwinGP(BaseEstimator):
 
     def fit(self, X, Y):
         """Fit on inputs ``X`` ``(n, d_x)`` and outputs ``Y`` ``(n, d_y)``/``(n,)``."""
-        if self.criterion not in CRITERIA:
+        if Y is None:
             raise ValueError(
-                f"criterion must be one of {CRITERIA}, got {self.criterion!r}"
-            )
-        if self.init is not None and self.init not in INITS:
-            raise ValueError(
-                f"init must be None or one of {INITS}, got {self.init!r}"
-            )
-        gamma_x = check_positive(self.gamma_x, "gamma_x")
-        gamma_y = check_positive(self.gamma_y, "gamma_y")
+                "TwinGP requires y to be passed, but the target y is None")
+        check_choice(self.criterion, "criterion", CRITERIA)
+        check_choice(self.init, "init", (None, *INITS))
         ridge = check_positive(self.ridge, "ridge")
         check_integer(self.max_iter, "max_iter", minimum=1)
         check_positive(self.tol, "tol")
         check_integer(self.batch_size, "batch_size", minimum=1)
         check_integer(self.search_block_size, "search_block_size", minimum=1)
+        check_choice(self.shard, "shard", (True, False))
+        rtol = (None if self.whiten_rtol is None
+                else check_nonnegative(self.whiten_rtol, "whiten_rtol"))
         X = check_data(X, "X", min_samples=2)
         if isinstance(X, tuple):
             raise TypeError("TwinGP needs numeric X, got strings")
+        if isinstance(Y, str) or is_string_data(Y):
+            raise TypeError("TwinGP needs numeric Y, got strings")
         Y_arr = as_float_array(Y, "Y")
         if Y_arr.ndim not in (1, 2):
             raise ValueError(f"Y must be 1- or 2-dimensional, got shape {Y_arr.shape}")
         self._y_1d = Y_arr.ndim == 1
         Y2 = Y_arr[:, None] if self._y_1d else Y_arr
         check_same_length(X, Y2, "X", "Y")
+        check_squared_range(X, "X")
+        check_squared_range(Y2, "Y")
+        gamma_x = (median_gamma(X) if self.gamma_x == "median" and isinstance(
+            self.gamma_x, str) else check_positive(self.gamma_x, "gamma_x"))
+        gamma_y = (median_gamma(Y2) if self.gamma_y == "median" and isinstance(
+            self.gamma_y, str) else check_positive(self.gamma_y, "gamma_y"))
         n = X.shape[0]
         self.n_neighbors_ = (
             None if self.n_neighbors is None
@@ -238,15 +271,16 @@ class TwinGP(BaseEstimator):
             self.init_neighbors, "init_neighbors", minimum=1,
             maximum=n if self.n_neighbors_ is None else self.n_neighbors_,
         )
-        local_only = self.n_neighbors_ is not None and self.transform is None
+        local_only = (self.n_neighbors_ is not None
+                      and self.kernel_transform is None)
         K = G = None
         if not local_only:  # local models without a transform need no Gram
             K = rbf_gram(X, X, gamma_x)
             G = rbf_gram(Y2, Y2, gamma_y)
         out_coef, projector, basis, glam = None, None, "monomial", 0.5
         self.transform_ = None
-        if self.transform is not None:
-            tr = clone(self.transform).fit(K, G)
+        if self.kernel_transform is not None:
+            tr = clone(self.kernel_transform).fit(K, G)
             K = jnp.asarray(tr.transform_input(K), X.dtype)
             G = jnp.asarray(tr.transform_output(G), X.dtype)
             out_coef = jnp.asarray(tr.beta_, X.dtype)
@@ -271,8 +305,7 @@ class TwinGP(BaseEstimator):
         if self.criterion == "kl" and self.n_neighbors_ is None:
             eye = jnp.eye(n, dtype=X.dtype)
             chol_in = cholesky_with_jitter(K + ridge * eye, "K_X + ridge I")
-            rtol = self.whiten_rtol
-            w = truncated_whitening(G, ridge, None if rtol is None else float(rtol))
+            w = truncated_whitening(G, ridge, rtol)
             whiten, clipped = w.whiten, w.clipped
             self.whiten_rank_ = w.rank
             if clipped:
@@ -291,6 +324,12 @@ class TwinGP(BaseEstimator):
         self.n_samples_fit_, self.n_features_in_ = X.shape
         self.n_outputs_ = Y2.shape[1]
         return self
+
+    # The public signature: without the **kwargs that carry the deprecated name
+    # (scikit-learn's get_params/set_params read the signature).
+    __init__.__signature__ = inspect.signature(__init__).replace(parameters=[
+        p for p in inspect.signature(__init__).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD])
 
     def _input_kernels(self, X):
         k_x = rbf_gram(X, self.model_.X, self.gamma_x_)
@@ -334,10 +373,12 @@ class TwinGP(BaseEstimator):
 
     def _predict(self, X, mesh):
         check_is_fitted(self, "model_")
+        was_1d = getattr(X, "ndim", None) == 1
         X = check_data(X, "X")
         if isinstance(X, tuple):
             raise TypeError("TwinGP needs numeric X, got strings")
-        check_features(X, self.n_features_in_, "X")
+        check_n_features(X, self.n_features_in_, "X", was_1d, "TwinGP")
+        check_squared_range(X, "X")
         X = X.astype(self.model_.X.dtype)
         local = self.n_neighbors_ is not None
         # Local models without a transform form their kernel rows per
@@ -379,3 +420,9 @@ class TwinGP(BaseEstimator):
         self.solution_ = sol
         y = np.asarray(sol.y)
         return y[:, 0] if self._y_1d else y
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.single_output = False
+        return tags

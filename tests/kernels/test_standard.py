@@ -8,6 +8,7 @@ from bayeskde.kernels import (
     delta_kernel,
     gamma_to_sigma,
     linear_kernel,
+    median_gamma,
     polynomial_kernel,
     rbf_kernel,
     regression_kernel,
@@ -84,3 +85,67 @@ def test_kernels_reject_bad_data():
         polynomial_kernel(np.ones((2, 2)), coef0=-1.0)
     with pytest.raises(ValueError, match="3-dimensional|2-dimensional"):
         linear_kernel(np.ones((2, 2, 2)))
+
+
+def _brute_median_gamma(X):
+    X = np.asarray(X, np.float64)
+    d = [np.linalg.norm(X[i] - X[j]) for i in range(len(X))
+         for j in range(i + 1, len(X))]
+    d = [v for v in d if v > 0]
+    return 1.0 / (2.0 * np.median(d) ** 2) if d else 1.0
+
+
+def test_median_gamma_is_the_median_heuristic(rng):
+    X = rng.normal(size=(9, 3)) * 7.0
+    assert median_gamma(X) == pytest.approx(_brute_median_gamma(X), rel=RTOL * 10)
+    # duplicate rows are left out; all-identical rows give 1
+    D = np.vstack([X[:4], X[:4], X[4:5]])
+    assert median_gamma(D) == pytest.approx(_brute_median_gamma(D), rel=RTOL * 10)
+    assert median_gamma(np.ones((5, 2))) == 1.0
+    # scale-covariant: x -> c x gives gamma -> gamma / c^2
+    assert median_gamma(X * 1e3) == pytest.approx(median_gamma(X) * 1e-6, rel=1e-5)
+
+
+def test_rbf_gamma_median(rng):
+    X = rng.normal(size=(8, 2)) * 50.0
+    np.testing.assert_allclose(
+        rbf_kernel(X, gamma="median"), sk_rbf(X, gamma=_brute_median_gamma(X)),
+        rtol=1e-4 if not X64 else 1e-9, atol=1e-6 if not X64 else 1e-12)
+
+
+def test_squared_distances_stable_on_offset_data(rng):
+    # A large common offset: the expansion ||a||^2 + ||b||^2 - 2 a.b cancels
+    # catastrophically without the shift by the mean.
+    X = 1e3 + rng.normal(size=(6, 3))
+    ref = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    got = np.asarray(squared_distances(np.asarray(X, np.float32 if not X64 else
+                                                  np.float64),
+                                       np.asarray(X, np.float32 if not X64 else
+                                                  np.float64)))
+    np.testing.assert_allclose(got, ref, rtol=1e-3 if not X64 else 1e-9, atol=1e-3)
+
+
+def test_overflowing_data_is_an_error_naming_the_argument():
+    big = 1e20 if not X64 else 1e160
+    name = "float32" if not X64 else "float64"
+    X = np.array([[0.0, 1.0], [2.0, 3.0]]) * big
+    for fn in (rbf_kernel, polynomial_kernel, linear_kernel):
+        with pytest.raises(ValueError, match=f"A overflow {name}"):
+            fn(X)
+    with pytest.raises(ValueError, match=f"B overflow {name}"):
+        rbf_kernel(np.ones((2, 2)), X)
+    if not X64:  # finite in float64, inf after the cast to float32
+        with pytest.raises(ValueError, match="A overflows float32"):
+            rbf_kernel(np.array([[1e300, 0.0]]))
+
+
+def test_polynomial_gram_overflow_is_reported():
+    X = np.full((2, 2), 1e3 if not X64 else 1e30)
+    with pytest.raises(ValueError, match="overflows"):
+        polynomial_kernel(X, degree=9)
+
+
+@pytest.mark.parametrize("degree", [None, 2.5, "2", True])
+def test_polynomial_degree_checked(degree):
+    with pytest.raises((TypeError, ValueError), match="degree"):
+        polynomial_kernel(np.ones((2, 2)), degree=degree)

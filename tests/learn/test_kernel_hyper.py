@@ -106,8 +106,9 @@ def test_temperature_score_equals_quadrature(tgp, key):
 def test_twin_gp_from_params_builds_the_transform():
     p = {"degree_x": 2, "degree_y": 3, "gamma_x": 1.0, "gamma_y": 2.0, "ridge": 0.5}
     tgp = twin_gp_from_params(p, ridge=1e-3)
-    assert tgp.ridge == 1e-3 and tgp.transform.degree_y == 3
-    assert twin_gp_from_params({**p, "degree_x": 1, "degree_y": 1}).transform is None
+    assert tgp.ridge == 1e-3 and tgp.kernel_transform.degree_y == 3
+    linear = twin_gp_from_params({**p, "degree_x": 1, "degree_y": 1})
+    assert linear.kernel_transform is None
     with pytest.raises(ValueError, match="ridge"):
         twin_gp_from_params(p, ridge=-1.0)
 

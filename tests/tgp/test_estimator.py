@@ -180,7 +180,8 @@ def test_degree_one_transform_is_no_transform(problem, rng):
     tr = PolynomialKernelTransform(degree_x=1, degree_y=1)
     for crit in ("kl", "hsic"):
         a = TwinGP(crit, gamma_x=gx, gamma_y=gy, ridge=ridge).fit(X, Y).predict(Z)
-        b = TwinGP(crit, gamma_x=gx, gamma_y=gy, ridge=ridge, transform=tr).fit(
+        b = TwinGP(crit, gamma_x=gx, gamma_y=gy, ridge=ridge,
+                   kernel_transform=tr).fit(
             X, Y).predict(Z)
         np.testing.assert_allclose(b, a, atol=1e-7 if X64 else 2e-3)
 
@@ -188,7 +189,8 @@ def test_degree_one_transform_is_no_transform(problem, rng):
 def test_transformed_energy_uses_transformed_kernels(problem):
     X, Y, _, gx, gy, ridge = problem
     tgp = TwinGP(gamma_x=gx, gamma_y=gy, ridge=ridge,
-                 transform=PolynomialKernelTransform(degree_x=2, degree_y=3)).fit(X, Y)
+                 kernel_transform=PolynomialKernelTransform(
+                     degree_x=2, degree_y=3)).fit(X, Y)
     tr = tgp.transform_
     G = tr.transform_output(_rbf(Y, Y, gy))
     np.testing.assert_allclose(tgp.model_.K_out, G, rtol=RTOL, atol=RTOL)
@@ -294,7 +296,7 @@ def test_transformed_gradient_matches_central_differences(problem, rng, criterio
     # The energies through a learned (Gegenbauer, degree 3) output transform.
     X, Y, x, gx, gy, ridge = problem
     tgp = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=ridge,
-                 transform=PolynomialKernelTransform(
+                 kernel_transform=PolynomialKernelTransform(
                      "gegenbauer", degree_x=2, degree_y=3,
                      gegenbauer_lambda=(0.51, 0.52))).fit(X, Y)
     m = tgp.model_
@@ -323,9 +325,9 @@ def test_transformed_gradient_matches_central_differences(problem, rng, criterio
 def test_more_bad_input(problem):
     X, Y, _, _, _, _ = problem
     with pytest.raises(ValueError, match="degree_x"):
-        TwinGP(transform=PolynomialKernelTransform(degree_x=0)).fit(X, Y)
+        TwinGP(kernel_transform=PolynomialKernelTransform(degree_x=0)).fit(X, Y)
     with pytest.raises(ValueError, match="-1/2"):
-        TwinGP(transform=PolynomialKernelTransform(
+        TwinGP(kernel_transform=PolynomialKernelTransform(
             "gegenbauer", gegenbauer_lambda=-0.5)).fit(X, Y)
     with pytest.raises(ValueError, match="same number"):
         TwinGP().fit(X, Y[:-3])  # output rows do not match the inputs
