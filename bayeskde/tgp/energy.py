@@ -486,7 +486,8 @@ def _whiten(A):
 
 
 @jax.jit
-def _eigh_floor(A):
+def _eigh_floor(G, ridge):
+    A = G + ridge * jnp.eye(G.shape[0], dtype=G.dtype)
     lam, V = jnp.linalg.eigh(A)
     floor = jnp.finfo(A.dtype).eps * jnp.max(jnp.abs(lam))
     return lam, V, floor
@@ -554,9 +555,9 @@ def truncated_whitening(
     rtol = float(np.sqrt(eps)) if auto else float(rtol)
     if not np.isfinite(rtol) or rtol < 0:
         raise ValueError(f"rtol must be finite and >= 0, got {rtol}")
-    eye = jnp.eye(G.shape[0], dtype=G.dtype)
-    lam, V, floor = _eigh_floor(G + ridge * eye)
-    lam = np.asarray(lam)
+    # One compiled program; the selection below runs on the host (a handful of
+    # small device ops would each compile in a fresh process).
+    lam, V, floor = jax.device_get(_eigh_floor(G, ridge))
     tau = rtol * ridge
     if auto:
         # Eigenvalues within the round-off of eigh (about eps ||G||, grown by
@@ -565,5 +566,6 @@ def truncated_whitening(
     keep = np.abs(lam - ridge) > tau
     if not keep.any():
         keep[-1] = True  # G ~ 0: keep one direction so that shapes stay valid
-    W = V[:, keep] * jax.lax.rsqrt(jnp.maximum(jnp.asarray(lam[keep]), floor))[None, :]
-    return Whitening(W, int(keep.sum()), tau, bool(np.any(lam < float(floor))))
+    W = V[:, keep] / np.sqrt(np.maximum(lam[keep], floor))[None, :]
+    return Whitening(jnp.asarray(W, G.dtype), int(keep.sum()), tau,
+                     bool(np.any(lam < float(floor))))
