@@ -12,6 +12,7 @@ from . import hmm as hmm
 from . import kernels as kernels
 from . import lowrank as lowrank
 from . import meanmap as meanmap
+from .cache import enable_compilation_cache as enable_compilation_cache
 from .hyperlearn import HyperkernelLearner as HyperkernelLearner
 from .hyperlearn import LearnedKernel as LearnedKernel
 from .kde import KernelDependencyEstimator as KernelDependencyEstimator
@@ -26,6 +27,7 @@ _compat.install()
 __version__ = "0.1.0"
 
 __all__ = [
+    "enable_compilation_cache",
     "hmm",
     "kernels",
     "lowrank",

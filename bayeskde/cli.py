@@ -5,6 +5,8 @@ kernel transform degrees and bandwidths (:mod:`bayeskde.apps.demo`), with progre
 bars, a printed summary beside the deterministic baselines, and InferenceData
 (.nc), PNG plots and JSON written to ``--out``. ``bayeskde strings`` runs the
 strings-to-strings reproduction of Weston et al. (2002, section 4.1, Table 1).
+Both keep their compiled programs in JAX's persistent compilation cache
+(:func:`bayeskde.enable_compilation_cache`; ``--no-cache`` to skip it).
 """
 
 from __future__ import annotations
@@ -24,8 +26,16 @@ def _precision(args) -> None:
         jax.config.update("jax_enable_x64", True)
 
 
+def _cache(args) -> None:
+    if args.cache:
+        from .cache import enable_compilation_cache
+
+        enable_compilation_cache(args.cache_dir)
+
+
 def _demo(args) -> int:
     _precision(args)
+    _cache(args)
     from .apps.demo import (
         format_sshape_summary,
         run_sshape_demo,
@@ -44,6 +54,7 @@ def _demo(args) -> int:
 
 def _strings(args) -> int:
     _precision(args)
+    _cache(args)
     import jax
 
     from .apps.strings import (
@@ -82,6 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help=f"folder for the results (default {default})")
         p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
         p.add_argument("--quick", action="store_true", help="a smaller, faster run")
+        p.add_argument(
+            "--cache", action=argparse.BooleanOptionalAction, default=True,
+            help="keep compiled programs on disk so that the next run skips "
+            "compilation (JAX's persistent compilation cache; default on, "
+            "--no-cache turns it off)")
+        p.add_argument("--cache-dir", default=None,
+                       help="the cache folder (default $BAYESKDE_CACHE_DIR or "
+                       "~/.cache/bayeskde/jax)")
     demo.add_argument("--float32", action="store_true",
                       help="compute in float32 (default float64: the published GP "
                       "ridge 1e-5 and the GP evidence need it)")

@@ -53,22 +53,38 @@ error of the cosine-normalised one (the time of the exact matrix, compile
 included, is reported too; it is not part of the timed call).
 
 Run: ``python bench/hmm.py [--repeats 3] [--recursions]``. Prints JSON lines.
+
+``--user``: what a user meets, per precision: ``jax.vmap`` of the public
+``forward_backward``, ``forward_filter`` and ``viterbi`` (the README's usage;
+their batching rule runs the fused time-major recursions) against dynamax's
+``hmm_smoother``, ``hmm_filter`` and ``hmm_posterior_mode`` vmapped the same
+way, and ``batch_posteriors``; each in ``--repeats`` fresh processes (the first
+call includes compilation), categorical emissions. One JSON line per precision.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _user import bench_x64, fresh, medians  # noqa: E402
+
+jax.config.update("jax_enable_x64", bench_x64())
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from dynamax.hidden_markov_model import hmm_smoother  # noqa: E402
+from dynamax.hidden_markov_model import (  # noqa: E402
+    hmm_filter,
+    hmm_posterior_mode,
+    hmm_smoother,
+)
 from hmmlearn.hmm import CategoricalHMM, GaussianHMM  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.scipy.special import logsumexp  # noqa: E402
@@ -79,7 +95,10 @@ from bayeskde.hmm import (  # noqa: E402
     HMMParams,
     batch_posteriors,
     emission_log_likelihoods,
+    forward_backward,
+    forward_filter,
     sample_hmm,
+    viterbi,
 )
 from bayeskde.meanmap import LatentMeanMapKernel  # noqa: E402
 
@@ -385,6 +404,78 @@ def run_lmmk(args, emission):
     print(json.dumps(rec), flush=True)
 
 
+def user_child(args):
+    """In a fresh process, the public functions vmapped as the README shows,
+    against dynamax vmapped the same way, and the batched entry point; first
+    call (compilation included) and the median of ``--repeats`` repeated calls,
+    each interleaved with its peer. One JSON line."""
+    rng = np.random.default_rng(0)
+    params = _random_params(rng, args.n_states, "categorical", args.n_symbols,
+                            args.dim)
+    dtype = jnp.zeros(()).dtype
+    params = jax.tree.map(lambda a: a.astype(dtype), params)
+    obs = sample_hmm(jax.random.key(1), params, args.n_seq, args.length).observations
+    lengths = jnp.full(args.n_seq, args.length, jnp.int32)
+    ll = _batch_log_likelihoods(params.emission, obs)
+    li, lt = params.log_initial, params.log_transition
+    axes = (None, None, 0)
+
+    def ours_fb():
+        return jax.vmap(forward_backward, axes)(li, lt, ll)
+
+    def dyn_fb():
+        return jax.vmap(hmm_smoother, axes)(jnp.exp(li), jnp.exp(lt), ll)
+
+    fns = {
+        "forward_backward": jax.jit(lambda: ours_fb()[:3]),
+        "dynamax_smoother": jax.jit(lambda: (lambda s: (
+            s.smoothed_probs, s.trans_probs, s.marginal_loglik))(dyn_fb())),
+        "forward_filter": jax.jit(lambda: jax.vmap(forward_filter, axes)(li, lt, ll)),
+        "dynamax_filter": jax.jit(lambda: (lambda s: (
+            s.filtered_probs, s.marginal_loglik))(jax.vmap(hmm_filter, axes)(
+                jnp.exp(li), jnp.exp(lt), ll))),
+        "viterbi": jax.jit(lambda: jax.vmap(viterbi, axes)(li, lt, ll)),
+        "dynamax_viterbi": jax.jit(lambda: jax.vmap(hmm_posterior_mode, axes)(
+            jnp.exp(li), jnp.exp(lt), ll)),
+        "batch_posteriors": lambda: batch_posteriors(params, obs, lengths),
+        # the same, not under jit: what a user typing the README line runs
+        "forward_backward_nojit": lambda: ours_fb()[:3],
+        "dynamax_smoother_nojit": lambda: dyn_fb(),
+    }
+    outs, med, compile_s = _timed_together(fns, args.repeats)
+    first = {k: med[k] + compile_s[k] for k in fns}
+    gamma = np.asarray(outs["forward_backward"][0])
+    rec = {f"{k}_s": v for k, v in med.items()}
+    rec.update({f"{k}_first_s": v for k, v in first.items()})
+    rec["max_abs_diff_gamma_dynamax"] = float(
+        np.abs(gamma - np.asarray(outs["dynamax_smoother"][0])).max())
+    rec["viterbi_paths_differ"] = int(np.sum(
+        np.asarray(outs["viterbi"]) != np.asarray(outs["dynamax_viterbi"])))
+    print(json.dumps(rec))
+
+
+def user(args):
+    """Per precision, ``--repeats`` fresh processes of :func:`user_child`;
+    field-wise medians and the ratios to dynamax. One JSON line per precision."""
+    script = os.path.abspath(__file__)
+    child = ["--user-child", "--repeats", "5", "--n-seq", str(args.n_seq),
+             "--length", str(args.length), "--n-states", str(args.n_states),
+             "--n-symbols", str(args.n_symbols)]
+    for prec in (32, 64):
+        m = medians([fresh(script, child, prec) for _ in range(args.repeats)])
+        rec = {"bench": "hmm_user", "precision": f"float{prec}",
+               "n_seq": args.n_seq, "length": args.length,
+               "n_states": args.n_states, "repeats": args.repeats, **m}
+        for ours, peer in (("forward_backward", "dynamax_smoother"),
+                           ("forward_filter", "dynamax_filter"),
+                           ("viterbi", "dynamax_viterbi"),
+                           ("batch_posteriors", "dynamax_smoother"),
+                           ("forward_backward_nojit", "dynamax_smoother_nojit")):
+            rec[f"speedup_{ours}"] = m[f"{peer}_s"] / m[f"{ours}_s"]
+            rec[f"speedup_{ours}_first"] = m[f"{peer}_first_s"] / m[f"{ours}_first_s"]
+        print(json.dumps(rec), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
@@ -401,7 +492,17 @@ def main():
                    "the exact eq. (31) (0: skip)")
     p.add_argument("--emission", choices=("categorical", "gaussian", "both"),
                    default="both")
+    p.add_argument("--user", action="store_true",
+                   help="what a user meets: jax.vmap of the public functions "
+                   "vs dynamax, fresh processes, both precisions")
+    p.add_argument("--user-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.user_child:
+        user_child(args)
+        return
+    if args.user:
+        user(args)
+        return
     kinds = ("categorical", "gaussian") if args.emission == "both" else (args.emission,)
     for emission in kinds:
         run(args, emission)

@@ -32,6 +32,14 @@ where bayeskde's float64 time goes: the Grams, the jitted per-fold-group calls t
 ``kde_cv_losses`` makes (``bayeskde.kde.cv._fold_group``), and, as a floor, one bare
 batched ``eigh`` of the same number and size of training Grams.
 
+``--user``: ``KernelDependencyEstimator`` as a user meets it, per precision:
+300 digits top -> bottom with built-in RBF kernels (output rate 0.1), the first
+fit + predict of 400 in a fresh process (compilation included) and the repeated
+one, and a 5-fold CV over 3 input rates x 3 ridges done with the estimator
+itself as the first thing a fresh process does; beside scikit-learn's
+KernelPCA + KernelRidge + nearest-candidate composition doing the same in the
+same run (BLAS threads as ``--blas-threads``). One JSON line per precision.
+
 Run: ``python bench/kde.py [--repeats 3] [--n-train 200] [--blas-threads 1]
 [--profile]``.
 """
@@ -39,8 +47,11 @@ Run: ``python bench/kde.py [--repeats 3] [--n-train 200] [--blas-threads 1]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import statistics
+import sys
 import time
 
 import jax
@@ -57,8 +68,12 @@ from bayeskde.apps.protocols import PAPER_RIDGES, PAPER_SIGMAS
 from bayeskde.kde import input_gram_grid, kde_cv_losses, kfold_indices
 from bayeskde.kernels.registry import make_kernel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _user import bench_x64, fresh, medians  # noqa: E402
+from _user import timed as timed_one  # noqa: E402
+
 # The check runs in float64; the bench script (never the library) turns it on.
-jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_x64", bench_x64())
 
 N_FOLDS = 5
 
@@ -184,6 +199,100 @@ def profile_bayeskde(X, Y, sigmas, gamma_y, folds, repeats):
     return out
 
 
+USER_RATES = (0.05, 0.1, 0.2)
+USER_RIDGES = (1e-4, 1e-3, 1e-2)
+USER_GAMMA_Y = 0.1
+
+
+def _user_data():
+    from bayeskde.datasets import load_digits_halves
+
+    h = load_digits_halves()
+    return h.top[:300], h.bottom[:300], h.top[300:700]
+
+
+def _sk_fit_predict(Xtr, Ytr, Xte, rate, ridge):
+    """scikit-learn's composition: KernelPCA + KernelRidge + nearest candidate."""
+    T = KernelPCA(kernel="rbf", gamma=USER_GAMMA_Y).fit_transform(Ytr)
+    F = KernelRidge(alpha=len(Xtr) * ridge, kernel="rbf", gamma=rate).fit(
+        Xtr, T).predict(Xte)
+    return Ytr[pairwise_distances(F, T).argmin(axis=1)]
+
+
+def _our_fit_predict(Xtr, Ytr, Xte, rate, ridge):
+    from bayeskde import KernelDependencyEstimator
+
+    return KernelDependencyEstimator(
+        "rbf", {"gamma": rate}, "rbf", {"gamma": USER_GAMMA_Y}, ridge=ridge
+    ).fit(Xtr, Ytr).predict(Xte)
+
+
+def _cv_loop(fit_predict, X, Y):
+    """5-fold CV over the 3 x 3 grid (rate x ridge): mean RBF output loss."""
+    losses = np.zeros((len(USER_RATES), len(USER_RIDGES)))
+    for tr, va in KFold(N_FOLDS).split(X):
+        for (i, rate), (j, ridge) in itertools.product(enumerate(USER_RATES),
+                                                       enumerate(USER_RIDGES)):
+            P = np.asarray(fit_predict(X[tr], Y[tr], X[va], rate, ridge), float)
+            d2 = np.sum((Y[va] - P) ** 2, axis=1)
+            losses[i, j] += np.mean(2.0 - 2.0 * np.exp(-USER_GAMMA_Y * d2))
+    return losses / N_FOLDS
+
+
+def user_child(args):
+    """One fresh process: ``--user-child first`` times the first fit + predict
+    (300 -> 400) and then the repeated one; ``--user-child cv`` times the CV loop
+    as the first thing the process does. One JSON line."""
+    X, Y, Xt = _user_data()
+    if args.user_child == "cv":
+        with threadpool_limits(args.blas_threads or None):
+            grid, wall = timed_one(lambda: _cv_loop(_our_fit_predict, X, Y))
+        print(json.dumps({"cv_s": wall, "grid": grid.tolist()}))
+        return
+    with threadpool_limits(args.blas_threads or None):
+        _, first = timed_one(lambda: _our_fit_predict(X, Y, Xt, 0.1, 1e-3))
+        reps = [timed_one(lambda: _our_fit_predict(X, Y, Xt, 0.1, 1e-3))[1]
+                for _ in range(3)]
+    print(json.dumps({"first_s": first, "repeat_s": statistics.median(reps)}))
+
+
+def user(args):
+    """KernelDependencyEstimator as a user meets it, per precision, beside
+    scikit-learn's composition in the same run (``--repeats`` fresh processes
+    each, medians). One JSON line per precision."""
+    X, Y, Xt = _user_data()
+    script = os.path.abspath(__file__)
+    extra = ["--blas-threads", str(args.blas_threads)]
+    sk_grid = None
+    for prec in (32, 64):
+        firsts, cvs, sk_one, sk_cv = [], [], [], []
+        for _ in range(args.repeats):
+            firsts.append(fresh(script, ["--user-child", "first", *extra], prec))
+            cvs.append(fresh(script, ["--user-child", "cv", *extra], prec))
+            with threadpool_limits(args.blas_threads or None):
+                one = timed_one(lambda: _sk_fit_predict(X, Y, Xt, 0.1, 1e-3))
+                sk_one.append(one[1])
+                sk_grid, wall = timed_one(lambda: _cv_loop(_sk_fit_predict, X, Y))
+                sk_cv.append(wall)
+        f, c = medians(firsts), medians(cvs)
+        med = statistics.median
+        ours_grid = np.asarray(cvs[-1]["grid"])
+        print(json.dumps({
+            "bench": "kde_user", "precision": f"float{prec}",
+            "timed": "300 digits top -> bottom, predict 400; CV: 5 folds x 3 "
+                     "rates x 3 ridges, fresh process; sklearn: KernelPCA + "
+                     "KernelRidge + nearest candidate",
+            "bayeskde_first_s": f["first_s"], "bayeskde_repeat_s": f["repeat_s"],
+            "sklearn_s": med(sk_one),
+            "speedup_first": med(sk_one) / f["first_s"],
+            "speedup_repeat": med(sk_one) / f["repeat_s"],
+            "bayeskde_cv_fresh_s": c["cv_s"], "sklearn_cv_s": med(sk_cv),
+            "speedup_cv_fresh": med(sk_cv) / c["cv_s"],
+            "same_cv_selection": bool(np.argmin(ours_grid) == np.argmin(sk_grid)),
+            "blas_threads": args.blas_threads, "repeats": args.repeats,
+        }), flush=True)
+
+
 def main() -> None:
     """Parse the arguments and run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -195,7 +304,18 @@ def main() -> None:
         help="BLAS/LAPACK threads of numpy, scipy and JAX's CPU LAPACK, both sides "
         "(default 1: these are 160 x 160 problems; 0 leaves the environment's)",
     )
+    parser.add_argument("--user", action="store_true",
+                        help="KernelDependencyEstimator as a user meets it: fresh "
+                        "processes, both precisions, a CV loop")
+    parser.add_argument("--user-child", choices=("first", "cv"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.user_child:
+        user_child(args)
+        return
+    if args.user:
+        user(args)
+        return
     with threadpool_limits(args.blas_threads or None):
         bench(args)
 

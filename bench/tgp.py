@@ -18,6 +18,13 @@ one JSON line.
 
 Run: ``python bench/tgp.py [--repeats 3] [--seed 0]``.
 
+``--user`` measures what a user meets instead, per precision (float32 and
+float64): ``TwinGP`` fit + predict in a fresh process (the first call, every
+compilation included) and repeated, beside the NumPy/SciPy loop (its fit +
+predict) timed in the same run; medians over ``--repeats`` fresh processes,
+with the float32 MAE against float64's and the BFGS iteration counts. One JSON
+line per precision.
+
 ``--local-scale M`` runs the k-nearest-neighbour TGP-KL at scale instead (issue
 7): M training points of the S-shape generator (``make_sshape(key(seed), M)``),
 ``--n-test`` noise-free test points on a uniform grid of t, ``--neighbors`` k
@@ -35,7 +42,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
 import jax
@@ -44,10 +53,13 @@ import scipy.linalg
 import scipy.optimize
 
 from bayeskde.datasets import make_sshape
-from bayeskde.tgp import TwinGP
+from bayeskde.tgp import TwinGP, linear_init_weights
 from bayeskde.tgp.neighbors import _resolve_method
 
-jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _user import bench_x64, fresh, medians, timed  # noqa: E402
+
+jax.config.update("jax_enable_x64", bench_x64())
 
 GAMMA_X, GAMMA_Y, RIDGE = 0.2, 20.0, 1e-4
 
@@ -157,6 +169,78 @@ def local_scale(args):
     }))
 
 
+def user_child(args):
+    """In a fresh process: the first fit + predict (every compilation), then
+    the repeated one, in the process's precision. One JSON line."""
+    import jax.numpy as jnp
+
+    d = make_sshape(jax.random.key(args.seed), n_train=500)
+    X, Y, Z = d.x_train[:, None], d.t_train[:, None], d.x_test[:, None]
+
+    def call():
+        tgp = TwinGP("kl", gamma_x=GAMMA_X, gamma_y=GAMMA_Y, ridge=RIDGE).fit(X, Y)
+        return tgp, tgp.predict(Z)
+
+    (tgp, pred), first = timed(call)
+    reps = [timed(call)[1] for _ in range(args.repeats)]
+    sol = tgp.solution_
+    print(json.dumps({
+        "first_s": first, "repeat_s": statistics.median(reps),
+        "mae": float(np.abs(pred[:, 0] - d.t_test).mean()),
+        "n_iter_mean": float(jnp.mean(sol.n_iter)),
+        "n_iter_max": int(jnp.max(sol.n_iter)),
+        "status_counts": np.bincount(np.asarray(sol.status), minlength=3).tolist(),
+        "whiten_rank": tgp.whiten_rank_,
+        "dtype": str(pred.dtype),
+        "pred": np.asarray(pred[:, 0], np.float64).tolist(),
+    }))
+
+
+def user(args):
+    """What a user meets: ``TwinGP`` fit + predict on the S-shape data in a
+    fresh process per precision (first call, compilation included, and the
+    repeated call) beside the NumPy/SciPy per-point loop (fit + predict) in the
+    same run; ``--repeats`` fresh processes each, medians. One JSON line per
+    precision."""
+    d = make_sshape(jax.random.key(args.seed), n_train=500)
+    X, Y, Z = d.x_train[:, None], d.t_train[:, None], d.x_test[:, None]
+    W = np.asarray(linear_init_weights(X, Y))
+    y0 = W[0] + Z @ W[1:]
+
+    def peer():
+        return peer_predict(peer_fit(X, Y), X, Y, Z, y0)
+
+    script = os.path.abspath(__file__)
+    child = ["--user-child", "--repeats", "3", "--seed", str(args.seed)]
+    rows, preds = {}, {}
+    for prec in (32, 64):
+        recs, peer_s = [], []
+        for _ in range(args.repeats):
+            recs.append(fresh(script, child, prec))
+            peer_s.append(timed(peer)[1])
+        m = medians(recs)
+        preds[prec] = np.asarray(recs[-1]["pred"])
+        p = statistics.median(peer_s)
+        rows[prec] = {
+            "bench": "tgp_user", "precision": f"float{prec}",
+            "timed": "TwinGP fit + predict, 500 S-shape points, predict 500; "
+                     "first = fresh process (compilation included)",
+            "bayeskde_first_s": m["first_s"], "bayeskde_repeat_s": m["repeat_s"],
+            "peer_loop_s": p,
+            "speedup_first": p / m["first_s"], "speedup_repeat": p / m["repeat_s"],
+            "mae": m["mae"], "n_iter_mean": m["n_iter_mean"],
+            "n_iter_max": m["n_iter_max"],
+            "status_counts": recs[-1]["status_counts"],
+            "whiten_rank": recs[-1]["whiten_rank"], "repeats": args.repeats,
+        }
+    rows[32]["float32_over_float64_repeat"] = (rows[32]["bayeskde_repeat_s"]
+                                               / rows[64]["bayeskde_repeat_s"])
+    rows[32]["mae_minus_float64"] = rows[32]["mae"] - rows[64]["mae"]
+    rows[32]["mean_abs_diff_float64"] = float(np.abs(preds[32] - preds[64]).mean())
+    for prec in (32, 64):
+        print(json.dumps(rows[prec]), flush=True)
+
+
 def _timed(fn):
     t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
@@ -172,7 +256,16 @@ def main(argv=None):
     parser.add_argument("--n-test", type=int, default=1000)
     parser.add_argument("--neighbors", type=int, default=100)
     parser.add_argument("--peer-repeats", type=int, default=1)
+    parser.add_argument("--user", action="store_true",
+                        help="what a user meets: fresh processes, both precisions")
+    parser.add_argument("--user-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.user_child:
+        user_child(args)
+        return
+    if args.user:
+        user(args)
+        return
     if args.local_scale is not None:
         local_scale(args)
         return

@@ -67,12 +67,16 @@ class FitResult(NamedTuple):
         params: the best restart's :class:`HMMParams`.
         log_likelihoods: ``(n_iter,)`` total log likelihood of the data at the start
             of each EM iteration of the best restart; NaN after convergence.
-        converged: ``()`` bool, whether the relative improvement fell below ``tol``.
+        converged: ``()`` bool, whether the relative improvement fell below ``tol``
+            (a step that does not raise the log likelihood, the round-off floor,
+            counts).
+        n_iter: ``()`` EM iterations of the best restart (E-steps run).
     """
 
     params: HMMParams
     log_likelihoods: Float[Array, " n_iter"]
     converged: Bool[Array, ""]
+    n_iter: Int[Array, ""]
 
 
 def pad_sequences(
@@ -474,6 +478,8 @@ def _em(init, obs, mask, data, n_iter, tol, pseudo_count, min_covariance, *,
         i, _, _, _, converged = carry
         return (i < n_iter) & ~converged
 
+    # A step that does not raise the log likelihood (EM never lowers it in
+    # exact arithmetic) stops too: that is the round-off floor of the dtype.
     def _body(carry):
         i, params, prev, history, _ = carry
         stats, ll = _sufficient_stats(params, obs, mask, data)
@@ -485,8 +491,8 @@ def _em(init, obs, mask, data, n_iter, tol, pseudo_count, min_covariance, *,
 
     history = jnp.full(history_size, jnp.nan, dtype)
     carry = (0, init, jnp.array(-jnp.inf, dtype), history, jnp.array(False))
-    _, params, ll, history, converged = lax.while_loop(_cond, _body, carry)
-    return params, history, converged, ll
+    i, params, ll, history, converged = lax.while_loop(_cond, _body, carry)
+    return params, history, converged, ll, i
 
 
 def _fit(key, init, use_init, padded, lengths, n_iter, tol, pseudo_count,
@@ -503,11 +509,11 @@ def _fit(key, init, use_init, padded, lengths, n_iter, tol, pseudo_count,
         return _em(start, obs, mask, data, n_iter, tol, pseudo_count,
                    min_covariance, history_size=history_size, covariance=covariance)
 
-    params, history, converged, final = jax.vmap(_one)(
+    params, history, converged, final, iters = jax.vmap(_one)(
         jax.random.split(key, n_restarts)
     )
     best = jnp.argmax(jnp.where(jnp.isnan(final), -jnp.inf, final))
-    return jax.tree.map(lambda a: a[best], (params, history, converged))
+    return jax.tree.map(lambda a: a[best], (params, history, converged, iters))
 
 
 _fit_jit = jax.jit(
@@ -619,11 +625,11 @@ def fit_hmm(
     # The history buffer's length is static; rounding it up to a power of two lets
     # every n_iter up to it share one compiled loop.
     history_size = max(128, 1 << (n_iter - 1).bit_length())
-    params, history, converged = _fit_jit(
+    params, history, converged, iters = _fit_jit(
         key, init, jnp.asarray(use_init), padded, lengths,
         jnp.asarray(n_iter), jnp.asarray(tol, dtype),
         jnp.asarray(pseudo_count, dtype), jnp.asarray(min_covariance, dtype),
         n_symbols=n_symbols, covariance=covariance, n_restarts=n_restarts,
         history_size=history_size,
     )
-    return FitResult(params, history[:n_iter], converged)
+    return FitResult(params, history[:n_iter], converged, iters)

@@ -81,36 +81,53 @@ class FixedPointResult(NamedTuple):
         preimages: ``(n_test, n_outputs)`` outputs.
         used_fallback: ``(n_test,)`` True where the best candidate was kept (the
             iteration's denominator vanished or it ended worse than the candidate).
+        n_iter: ``(n_test,)`` fixed-point iterations taken.
     """
 
     preimages: Float[Array, "n_test n_outputs"]
     used_fallback: Array
+    n_iter: Int[Array, " n_test"]
 
 
 def _fixed_point_one(g, z0, Y, gamma, n_iter, tol):
     def score(z):  # <Phi(z), Psi>; ||Phi(z) - Psi||^2 = 1 - 2 score + const
         return g @ jnp.exp(-gamma * jnp.sum((Y - z[None, :]) ** 2, axis=1))
 
-    def _step(carry, _):
-        z, stalled = carry
+    eps = jnp.finfo(z0.dtype).eps
+    # The problem's length scale: the kernel width, or the outputs' size.
+    scale = jnp.maximum(jax.lax.rsqrt(gamma), jnp.max(jnp.abs(Y)))
+    xtol = 4.0 * eps * scale  # a step at the round-off of z
+    floor = jnp.sqrt(eps) * scale  # below this a step that stops shrinking is noise
+
+    def going(c):
+        return (c[2] < n_iter) & ~c[4]
+
+    def _step(c):
+        z, stalled, k, last, done = c
         w = g * jnp.exp(-gamma * jnp.sum((Y - z[None, :]) ** 2, axis=1))
         den = jnp.sum(w)
         bad = jnp.abs(den) < tol
-        z_new = jnp.where(bad | stalled, z, (w @ Y) / jnp.where(bad, 1.0, den))
-        return (z_new, stalled | bad), None
+        z_new = jnp.where(bad, z, (w @ Y) / jnp.where(bad, 1.0, den))
+        step = jnp.max(jnp.abs(z_new - z))
+        # Converged to round-off, or the steps stopped shrinking near it (the
+        # float32 floor), or the denominator vanished.
+        done = bad | (step <= xtol) | ((step >= last) & (step <= floor))
+        return z_new, stalled | bad, k + 1, step, done
 
-    (z, stalled), _ = jax.lax.scan(_step, (z0, False), None, length=n_iter)
+    init = (z0, jnp.zeros((), bool), jnp.zeros((), jnp.int32),
+            jnp.asarray(jnp.inf, z0.dtype), jnp.zeros((), bool))
+    z, stalled, k, _, _ = jax.lax.while_loop(going, _step, init)
     worse = ~(score(z) >= score(z0)) | ~jnp.all(jnp.isfinite(z))
     fallback = stalled | worse
-    return jnp.where(fallback, z0, z), fallback
+    return jnp.where(fallback, z0, z), fallback, k
 
 
 def _fixed_point(kpca, F, Y, z0, gamma, n_iter, tol):
     g = feature_weights(kpca, F)
-    z, fb = jax.vmap(_fixed_point_one, in_axes=(0, 0, None, None, None, None))(
+    z, fb, k = jax.vmap(_fixed_point_one, in_axes=(0, 0, None, None, None, None))(
         g, z0, Y, gamma, n_iter, tol
     )
-    return FixedPointResult(z, fb)
+    return FixedPointResult(z, fb, k)
 
 
 _fixed_point_jit = jax.jit(_fixed_point, static_argnames="n_iter")
@@ -134,6 +151,25 @@ def fixed_point_preimage(
     stops, and whenever it ends no better than the start ``z0`` (the best
     candidate) the candidate is returned.
 
-    Cost: O(n_iter n_test n_samples n_outputs).
+    Stopping is dtype-aware: with s = max(gamma^-1/2, max |Y|) the problem's
+    scale, a point stops when its step max|z_new - z| falls to 4 eps s (the
+    round-off of z), or when its steps stop shrinking once below sqrt(eps) s
+    (the round-off floor, which float32 reaches first), or after ``n_iter``
+    iterations. Under vmap the batch runs until its slowest point stops.
+
+    Args:
+        kpca: the output kernel PCA the projections ``F`` belong to.
+        F: ``(n_test, p)`` predicted projections.
+        Y: ``(n_samples, n_outputs)`` training outputs.
+        z0: ``(n_test, n_outputs)`` starts (the best candidates).
+        gamma: the RBF rate of the output kernel.
+        n_iter: most iterations.
+        tol: a denominator |sum_i g_i k(z, y_i)| below this stops the point
+            (its candidate is kept).
+
+    Returns:
+        :class:`FixedPointResult` (with the iterations taken).
+
+    Cost: O(n_iter n_test n_samples n_outputs) at most.
     """
     return _fixed_point_jit(kpca, F, Y, z0, gamma, n_iter, tol)

@@ -18,6 +18,11 @@ from bayeskde.hmm import (
     pad_sequences,
     viterbi,
 )
+from bayeskde.hmm.inference import (
+    _forward_backward,
+    _forward_filter,
+    _viterbi,
+)
 from tests.helpers import X64, count_compilations
 
 ATOL = 1e-10 if X64 else 2e-5
@@ -238,3 +243,70 @@ def test_forward_backward_equals_hmmlearn(rng, emission):
     np.testing.assert_allclose(got, proba, atol=HMMLEARN_ATOL, rtol=0)
     np.testing.assert_allclose(float(batch.log_likelihood.sum()), score,
                                rtol=HMMLEARN_ATOL, atol=0)
+
+
+def _ragged_batch(rng, n=3, t=6, b=5):
+    log_pi, log_A, _ = _random_hmm(rng, n, 1)
+    lls = rng.normal(scale=2.0, size=(b, t, n))
+    masks = rng.random((b, t)) < 0.7
+    masks[:, 0] = True
+    masks[-1] = False  # a sequence with no observed step
+    return log_pi, log_A, lls, masks
+
+
+def test_vmapped_functions_equal_single_calls_with_masks(rng):
+    """The fused batching rule (time-major batch) gives each sequence's own
+    answer: forward-backward, filter and Viterbi, with gaps anywhere."""
+    log_pi, log_A, lls, masks = _ragged_batch(rng)
+    args = (jnp.asarray(log_pi), jnp.asarray(log_A), jnp.asarray(lls),
+            jnp.asarray(masks))
+
+    @jax.jit
+    def fused(a, b, c, m):
+        def one(c, m):
+            return (forward_backward(a, b, c, mask=m)[:3],
+                    forward_filter(a, b, c, mask=m), viterbi(a, b, c, mask=m))
+        return jax.vmap(one)(c, m)
+
+    @jax.jit
+    def generic(a, b, c, m):  # the per-sequence functions, batched by JAX
+        def one(c, m):
+            return (_forward_backward(a, b, c, m, False)[:3],
+                    _forward_filter(a, b, c, m), _viterbi(a, b, c, m))
+        return jax.vmap(one)(c, m)
+
+    got, want = fused(*args), generic(*args)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(g, w, atol=ATOL, rtol=0)
+    # Viterbi of the observed steps alone is the brute-force best path.
+    path = np.asarray(got[2])
+    for b in range(lls.shape[0] - 1):
+        best = _brute(log_pi, log_A, lls[b][masks[b]])[3]
+        np.testing.assert_array_equal(path[b][masks[b]], best)
+    np.testing.assert_array_equal(path[-1], -1)
+
+
+def test_vmap_over_parameters_and_gradients(rng):
+    """Batched parameters take the generic rule; gradients go through the
+    per-sequence function: d log p(x) / d log p(x_t | q_t = i) = gamma_t(i)."""
+    log_pi, log_A, lls, _ = _ragged_batch(rng)
+    pis = jnp.log(jnp.asarray(rng.dirichlet(np.ones(3), size=lls.shape[0])))
+    log_A, lls = jnp.asarray(log_A), jnp.asarray(lls)
+
+    @jax.jit
+    def run(pis, ll):
+        per_param = jax.vmap(forward_filter, (0, None, 0))(pis, log_A, ll)
+
+        def total(ll):
+            return jnp.sum(jax.vmap(forward_backward, (0, None, 0))(
+                pis, log_A, ll).log_likelihood)
+
+        gamma = jax.vmap(forward_backward, (0, None, 0))(pis, log_A, ll).gamma
+        return per_param.log_likelihood, jax.grad(total)(ll), gamma
+
+    loglik, grad, gamma = run(pis, lls)
+    for b in range(lls.shape[0]):
+        want = _brute(np.asarray(pis[b]), np.asarray(log_A), np.asarray(lls[b]))
+        np.testing.assert_allclose(loglik[b], want[2], atol=ATOL, rtol=0)
+        np.testing.assert_allclose(grad[b], want[0], atol=10 * ATOL, rtol=0)
+        np.testing.assert_allclose(gamma[b], want[0], atol=ATOL, rtol=0)

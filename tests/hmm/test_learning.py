@@ -293,3 +293,26 @@ def test_single_sequence_functions_bad_input(fn):
         fn(p.log_initial, p.log_transition, jnp.zeros((0, 3)))
     with pytest.raises(ValueError, match="log_transition"):
         fn(p.log_initial, p.log_transition + 0.1, jnp.zeros((3, 3)))
+
+
+def test_em_float32_iterations_within_twice_float64(categorical_data):
+    """The same EM in both precisions: float32 neither runs to the cap nor stops
+    far earlier, and ends at float64's log likelihood."""
+    _, seqs = categorical_data
+    # The same start in both precisions (random starts differ by dtype).
+    start = HMMParams(np.log(np.full(3, 1 / 3)),
+                      np.log(np.full((3, 3), 0.1) + 0.7 * np.eye(3)),
+                      CategoricalEmission(np.log(np.array(
+                          [[0.4, 0.2, 0.2, 0.2], [0.2, 0.4, 0.2, 0.2],
+                           [0.2, 0.2, 0.2, 0.4]]))))
+    res = {}
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            res[x64] = fit_hmm(jax.random.key(2), seqs[:50], 3, n_iter=200,
+                               n_restarts=1, n_symbols=4, tol=1e-5, init=start)
+    n32, n64 = int(res[False].n_iter), int(res[True].n_iter)
+    assert bool(res[False].converged) and bool(res[True].converged)
+    assert n64 / 2 <= n32 <= 2 * n64
+    h32 = np.asarray(res[False].log_likelihoods)[n32 - 1]
+    h64 = np.asarray(res[True].log_likelihoods)[n64 - 1]
+    np.testing.assert_allclose(h32, h64, rtol=1e-4)

@@ -377,3 +377,29 @@ def test_falkon_float32_loss_matches_float64_solve():
     fit = falkon("rbf", X, y, X[idx], ridge, params={"gamma": 1.0}, max_iter=50)
     pred = np.asarray(krr_predict("rbf", fit, Xt, params={"gamma": 1.0}))[:, 0]
     assert abs(np.mean((pred - yt) ** 2) / ref - 1.0) < 0.01
+
+
+def _falkon_both(tol):
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, size=(300, 3))
+    Y = np.c_[np.sin(2 * X[:, 0]), X[:, 1] * X[:, 2]]
+    C = X[::10]
+    out = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            dtype = jnp.float64 if x64 else jnp.float32
+            fit = falkon("rbf", X.astype(dtype), Y.astype(dtype), C.astype(dtype),
+                         1e-4, params=RBF, tol=tol, max_iter=300)
+            pred = krr_predict("rbf", fit, X.astype(dtype), params=RBF)
+            out.append((int(fit.n_iter), np.asarray(pred, np.float64)))
+    return out
+
+
+@pytest.mark.parametrize("tol", [None, 1e-10])
+def test_falkon_float32_stops_like_float64(tol):
+    """Default tolerance (from eps) and one float32 cannot reach (1e-10): the
+    no-progress test stops float32 within 2x of float64's iterations."""
+    (it32, p32), (it64, p64) = _falkon_both(tol)
+    assert it64 < 300 and it32 < 300
+    assert it32 <= 2 * it64
+    np.testing.assert_allclose(p32, p64, atol=2e-3 * np.abs(p64).max())

@@ -1,0 +1,57 @@
+"""The opt-in persistent compilation cache: a second process loads, not compiles."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+import bayeskde
+from tests.conftest import ROOT, X64
+
+_SCRIPT = """
+import sys
+import jax
+import jax.numpy as jnp
+from jax import monitoring
+
+events = []
+monitoring.register_event_listener(lambda name, **kw: events.append(name))
+import bayeskde
+
+bayeskde.enable_compilation_cache(sys.argv[1])
+from bayeskde.hmm import forward_backward
+
+post = forward_backward(jnp.log(jnp.array([0.5, 0.5])),
+                        jnp.log(jnp.array([[0.9, 0.1], [0.2, 0.8]])),
+                        jnp.zeros((5, 2)))
+post.gamma.block_until_ready()
+print(sum(e == "/jax/compilation_cache/cache_hits" for e in events))
+"""
+
+
+def _run(folder):
+    env = {**os.environ, "JAX_ENABLE_X64": "1" if X64 else "0",
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(folder)], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return int(proc.stdout.split()[-1])
+
+
+def test_second_process_hits_the_cache(tmp_path):
+    assert _run(tmp_path) == 0
+    assert any(tmp_path.iterdir())  # programs were written
+    assert _run(tmp_path) > 0
+
+
+def test_import_leaves_jax_configuration_alone():
+    # The suite never enables the cache; importing bayeskde must not either.
+    assert bayeskde.__name__ == "bayeskde"
+    assert not jax.config.jax_compilation_cache_dir
+
+
+def test_bad_argument(tmp_path):
+    with pytest.raises(ValueError, match="min_compile_time_s"):
+        bayeskde.enable_compilation_cache(tmp_path, min_compile_time_s=-1.0)
