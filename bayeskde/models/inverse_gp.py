@@ -280,7 +280,6 @@ def _pair_basis(data, g, d, candidates):
     return jnp.maximum(lam, 0.0), ks @ U, U.T @ data.X, jnp.sum(alpha)
 
 
-@jax.jit
 def _draw_log_probs(A, lam, proj, prior_diag, amp, noise, X_test, x_mean,
                     log_prior_c, test_noise):
     v = amp * lam + noise
@@ -288,11 +287,28 @@ def _draw_log_probs(A, lam, proj, prior_diag, amp, noise, X_test, x_mean,
     var_f = amp * prior_diag - amp**2 * (A**2) @ (1.0 / v)  # (n_c,)
     # var_f >= 0 in exact arithmetic; the floor keeps rounding from flipping it.
     var = jnp.maximum(var_f, 1e-6 * noise) + test_noise * noise
-    r2 = jnp.sum((X_test[:, None, :] - mean[None]) ** 2, axis=-1)  # (n, n_c)
+    r2 = (jnp.sum(X_test**2, axis=1)[:, None] - 2.0 * X_test @ mean.T
+          + jnp.sum(mean**2, axis=1)[None, :])  # (n, n_c)
     d_x = X_test.shape[1]
     ll = -0.5 * r2 / var[None] - 0.5 * d_x * jnp.log(2 * jnp.pi * var)[None]
     lp = ll + log_prior_c[None]
     return lp - logsumexp(lp, axis=1, keepdims=True)
+
+
+@jax.jit
+def _pair_log_probs(A, lam, proj, prior_diag, amps, noises, log_w, X_test, x_mean,
+                    log_prior_c, test_noise):
+    """log sum_s w_s p_s(c | x*) over draws s for one pair (scan over draws)."""
+
+    def _step(acc, draw):
+        amp, noise, lw = draw
+        lp = _draw_log_probs(A, lam, proj, prior_diag, amp, noise, X_test, x_mean,
+                             log_prior_c, test_noise)
+        return jnp.logaddexp(acc, lp + lw), None
+
+    init = jnp.full((X_test.shape[0], A.shape[0]), -jnp.inf, A.dtype)
+    out, _ = jax.lax.scan(_step, init, (amps, noises, log_w))
+    return out
 
 
 def inverse_gp_log_probs(
@@ -344,13 +360,15 @@ def inverse_gp_log_probs(
     keep = np.flatnonzero(total >= min_pair_weight * total.max())
     D = data.alpha.shape[1]
     out = None
+    test_noise = jnp.asarray(float(noisy_inputs), dtype)
     for p in keep:
         lam, A, proj, pdiag = _pair_basis(data, int(p // D), int(p % D), cand)
-        for s in np.flatnonzero(w[:, p] > 1e-12):
-            lp = _draw_log_probs(A, lam, proj, pdiag, jnp.asarray(amplitude[s], dtype),
-                                 jnp.asarray(noise[s], dtype), X_test, data.x_mean,
-                                 lpc, float(noisy_inputs)) + jnp.log(jnp.asarray(w[s, p], dtype))
-            out = lp if out is None else jnp.logaddexp(out, lp)
+        with np.errstate(divide="ignore"):
+            log_w = jnp.asarray(np.log(w[:, p]), dtype)
+        lp = _pair_log_probs(A, lam, proj, pdiag, jnp.asarray(amplitude, dtype),
+                             jnp.asarray(noise, dtype), log_w, X_test, data.x_mean,
+                             lpc, test_noise)
+        out = lp if out is None else jnp.logaddexp(out, lp)
     return out - logsumexp(out, axis=1, keepdims=True)
 
 
