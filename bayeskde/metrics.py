@@ -214,7 +214,7 @@ def coverage_discrete(
 
 
 def best_of_k_error(
-    hypotheses: Float[ArrayLike, "n_test k d"], y: Float[ArrayLike, "n_test d"]
+    hypotheses: Float[ArrayLike, "..."], y: Float[ArrayLike, "..."]
 ) -> Float[Array, " n_test"]:
     """min over the k hypotheses of the Euclidean error ||h - y|| per test point
     (the oracle error of a multi-hypothesis predictor). 1-D outputs may be given

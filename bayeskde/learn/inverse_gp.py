@@ -279,11 +279,13 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
                                      n_draws=self.n_draws, n_grid=self.n_grid, k=k)
 
     def predict_modes(self, X, k: int = 2):
-        """``(modes (n, k, d_y), masses (n, k))``, highest mass first."""
-        pred = self.predict_distribution(X, k)
-        return pred.modes, pred.mode_masses
+        """``(modes (n, k, d_y), masses (n, k))``, highest mass first; the
+        modes are sought among 3 or more (so that the first is the same for
+        every k)."""
+        pred = self.predict_distribution(X, max(k, 3))
+        return pred.modes[:, :k], pred.mode_masses[:, :k]
 
     def predict(self, X):
-        modes, _ = self.predict_modes(X, 1)
+        modes, _ = self.predict_modes(X, 3)
         out = modes[:, 0, :]
         return out[:, 0] if self.n_outputs_ == 1 else out

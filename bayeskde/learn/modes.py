@@ -20,10 +20,10 @@ def top_k_modes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` modes of highest mass of sum_c p_c delta(z_c) per test point.
 
-    Greedy mode seeking (one mean-shift step per mode with a flat kernel of
-    ``radius``): the next mode is the candidate with the most mass within
-    ``radius`` among those farther than 2 ``radius`` from the modes already
-    chosen, placed at the probability-weighted mean of its neighbourhood. Each
+    Greedy mode seeking: the next mode is found at the candidate with the most
+    mass within ``radius`` among those farther than 2 ``radius`` from the
+    modes already chosen, and placed at the most probable candidate of that
+    neighbourhood (not its mean, which two close branches would pull apart). Each
     mode's mass is the total probability of the candidates nearest to it (the
     k modes partition the support); modes are returned by decreasing mass.
     When fewer than k separated regions carry mass, the remaining modes have
@@ -68,9 +68,7 @@ def top_k_modes(
         c = np.argmax(score, axis=1)
         empty = score[rows, c] <= 0.0
         w = P * near[c]  # (n, n_c) mass in the neighbourhood of c
-        tot = w.sum(axis=1, keepdims=True)
-        centre = (w @ Z) / np.where(tot > 0, tot, 1.0)
-        centre = np.where(tot > 0, centre, Z[c])
+        centre = Z[np.argmax(w, axis=1)]
         modes[:, j] = np.where(empty[:, None], modes[:, 0] if j else centre, centre)
         allowed &= d2[c] > (2 * radius) ** 2
         if j and np.any(empty):

@@ -163,7 +163,7 @@ def _median_rate(D2):
 
 
 def prepare_inverse_gp_data(
-    Y: Float[ArrayLike, "m ..."], X: Float[ArrayLike, "m ..."],
+    Y: Float[ArrayLike, "m_y ..."], X: Float[ArrayLike, "m_x ..."],
     prior: InverseGPPrior | None = None,
 ) -> InverseGPData:
     """Validate the outputs ``Y`` (the GP's inputs) and inputs ``X`` (its
@@ -315,7 +315,7 @@ def inverse_gp_log_probs(
     data: InverseGPData,
     amplitude: Float[ArrayLike, " n_draws"],
     noise: Float[ArrayLike, " n_draws"],
-    pair_log_joint: Float[ArrayLike, "n_draws n_gamma n_deg"],
+    pair_log_joint: Float[ArrayLike, "n_draws ..."],
     candidates: Float[ArrayLike, "n_c d_y"],
     X_test: Float[ArrayLike, "n_test d_x"],
     log_prior_candidates: Float[ArrayLike, " n_c"] | None = None,
