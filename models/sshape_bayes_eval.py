@@ -15,7 +15,6 @@ one core), ``--quick`` for one seed with short chains.
 from __future__ import annotations
 
 import numpy as np
-
 from _common import enable_x64, fmt, mean_se, parse_args, print_table, write_json
 
 METHODS = ("tgp_published", "tgp_cv", "gp_cv", "inverse_map", "inverse_average")

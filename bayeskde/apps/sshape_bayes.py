@@ -122,11 +122,17 @@ def tgp_cv(key, X, Y):
 
 
 def evaluate_seed(
-    seed: int, *, n_train: int = 500, num_warmup: int = 300, num_samples: int = 300,
+    seed: int, *, n_train: int = 500, num_warmup: int = 500, num_samples: int = 500,
     num_chains: int = 4, n_draws: int = 20, n_grid: int = 1000,
-    progress_bar: bool = False,
-) -> dict:
-    """Every method of the module docstring on one seed; a JSON-able dict."""
+    progress_bar: bool = False, return_objects: bool = False,
+):
+    """Every method of the module docstring on one seed; a JSON-able dict.
+
+    ``return_objects=True`` returns ``(result, objects)`` with the data set
+    ``data``, the inverse model ``fit``, its model-averaged predictive on the
+    test grid ``predictive`` and on the training inputs ``train_predictive``,
+    and the published Twin GP's predictions ``tgp_pred``.
+    """
     import jax
 
     from .. import metrics
@@ -152,6 +158,7 @@ def evaluate_seed(
     out["map_params"] = {k: v for k, v in fit.map_params.items()
                          if k != "pair_index"}
     grid = None
+    objects = {"data": d, "fit": fit}
     for name, mode in (("inverse_map", "map"), ("inverse_average", "average")):
         pr = inverse_gp_predictive(fit, Z, mode=mode, n_draws=n_draws,
                                    n_grid=n_grid, margin=0.05, noisy_inputs=False)
@@ -164,6 +171,7 @@ def evaluate_seed(
                                    n_grid=n_grid, margin=0.05, noisy_inputs=True)
         res["heldout_noisy"] = grid_scores(grid, ph.log_probs, held.t_train)
         out[name] = res
+        objects["predictive"] = pr
 
     best_cv, cv_table = tgp_cv(keys[1], X, Y)
     out["tgp_cv_params"] = best_cv
@@ -171,6 +179,7 @@ def evaluate_seed(
     for name, params in (("tgp_published", TGP_PUBLISHED), ("tgp_cv", best_cv)):
         tgp = TwinGP("kl", **params).fit(X[:, None], Y[:, None])
         pred = np.ravel(tgp.predict(Z[:, None]))
+        objects.setdefault("tgp_pred", pred)
         tau, _ = calibrate_temperature(keys[2], tgp, X, Y)
         lp = tgp_grid_log_probs(tgp, Z, grid, tau)
         res = {"mae": float(np.mean(np.abs(pred - t))), "temperature": tau,
@@ -188,4 +197,9 @@ def evaluate_seed(
         "params": best,
     }
     out["runtime_s"] = time.perf_counter() - t0
+    if return_objects:
+        objects["train_predictive"] = inverse_gp_predictive(
+            fit, X, mode="average", n_draws=n_draws, n_grid=n_grid, margin=0.05,
+            noisy_inputs=True)
+        return out, objects
     return out

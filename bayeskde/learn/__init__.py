@@ -12,7 +12,6 @@ from .inverse_gp import InverseGPPredictive as InverseGPPredictive
 from .inverse_gp import InverseGPRegressor as InverseGPRegressor
 from .inverse_gp import fit_inverse_gp as fit_inverse_gp
 from .inverse_gp import inverse_gp_predictive as inverse_gp_predictive
-
 from .kernel_hyper import KernelHyperFit as KernelHyperFit
 from .kernel_hyper import TGPPredictive as TGPPredictive
 from .kernel_hyper import bma_kde_predict as bma_kde_predict

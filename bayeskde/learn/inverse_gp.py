@@ -1,4 +1,6 @@
-"""Fit and predict with the generative inverse model (:mod:`bayeskde.models.inverse_gp`).
+"""Fit and predict with the generative inverse model.
+
+The model is :mod:`bayeskde.models.inverse_gp`.
 
 * :func:`fit_inverse_gp`: NUTS (4 chains by default) on the amplitude and noise,
   the kernel rate and degree summed out exactly on their grid; InferenceData
