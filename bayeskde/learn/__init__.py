@@ -2,8 +2,16 @@
 
 - :mod:`.kernel_hyper`: the kernel hyperparameter posterior, Twin GPs and KDEs
   from its draws, and the Twin GP predictive distribution.
+- :mod:`.inverse_gp`: the generative inverse model (a GP on the forward map,
+  inverted by Bayes' rule) and its multimodal predictive.
+- :mod:`.modes`: top-k modes of a predictive with their masses.
 """
 
+from .inverse_gp import InverseGPFit as InverseGPFit
+from .inverse_gp import InverseGPPredictive as InverseGPPredictive
+from .inverse_gp import InverseGPRegressor as InverseGPRegressor
+from .inverse_gp import fit_inverse_gp as fit_inverse_gp
+from .inverse_gp import inverse_gp_predictive as inverse_gp_predictive
 from .kernel_hyper import KernelHyperFit as KernelHyperFit
 from .kernel_hyper import TGPPredictive as TGPPredictive
 from .kernel_hyper import bma_kde_predict as bma_kde_predict
@@ -12,7 +20,9 @@ from .kernel_hyper import calibrate_temperature as calibrate_temperature
 from .kernel_hyper import fit_kernel_hyper as fit_kernel_hyper
 from .kernel_hyper import sample_bma_tgp_predictive as sample_bma_tgp_predictive
 from .kernel_hyper import sample_tgp_predictive as sample_tgp_predictive
+from .kernel_hyper import tgp_grid_log_probs as tgp_grid_log_probs
 from .kernel_hyper import twin_gp_from_params as twin_gp_from_params
+from .modes import top_k_modes as top_k_modes
 
 __all__ = [
     "KernelHyperFit",
@@ -24,4 +34,11 @@ __all__ = [
     "TGPPredictive",
     "sample_tgp_predictive",
     "sample_bma_tgp_predictive",
+    "tgp_grid_log_probs",
+    "InverseGPFit",
+    "fit_inverse_gp",
+    "InverseGPPredictive",
+    "inverse_gp_predictive",
+    "InverseGPRegressor",
+    "top_k_modes",
 ]

@@ -51,6 +51,7 @@ __all__ = [
     "TGPPredictive",
     "sample_tgp_predictive",
     "sample_bma_tgp_predictive",
+    "tgp_grid_log_probs",
 ]
 
 _CONTINUOUS = ("gamma_x", "gamma_y", "ridge", "amplitude")
@@ -522,3 +523,20 @@ def sample_bma_tgp_predictive(
         np.concatenate([c.chain_means for c in comps], axis=0),
         tuple(c.mcmc for c in comps),
     )
+
+
+def tgp_grid_log_probs(
+    tgp: TwinGP, X_test, grid, temperature: float
+) -> np.ndarray:
+    """The tempered Twin GP predictive (P) of :mod:`bayeskde.models.tgp` on a
+    shared output grid: ``(n_test, n_grid)`` log probabilities, each row
+    normalised (the grid's cells are taken equal). Cost O(n_test n_grid N).
+    """
+    temperature = check_positive(temperature, "temperature")
+    X_test = as_float_array(X_test, "X_test")
+    X_test = X_test[:, None] if X_test.ndim == 1 else X_test
+    grid = np.asarray(as_float_array(grid, "grid"))
+    grid = grid[:, None] if grid.ndim == 1 else grid
+    a = -_energies_at(tgp_energy_batch(tgp, X_test), grid) / temperature
+    a = a - a.max(axis=1, keepdims=True)
+    return a - np.log(np.exp(a).sum(axis=1, keepdims=True))

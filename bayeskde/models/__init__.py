@@ -14,6 +14,13 @@ from .hmm_kernels import (
 from .hmm_relabel import hmm_draws as hmm_draws
 from .hmm_relabel import relabel_draws as relabel_draws
 from .hmm_relabel import relabel_samples as relabel_samples
+from .inverse_gp import InverseGPData as InverseGPData
+from .inverse_gp import InverseGPPrior as InverseGPPrior
+from .inverse_gp import inverse_gp_log_probs as inverse_gp_log_probs
+from .inverse_gp import inverse_gp_model as inverse_gp_model
+from .inverse_gp import inverse_gp_replicate as inverse_gp_replicate
+from .inverse_gp import pair_log_evidence as pair_log_evidence
+from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
 from .kde import LIKELIHOODS as LIKELIHOODS
 from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
 from .kde import BayesianKDEPrior as BayesianKDEPrior
@@ -43,6 +50,13 @@ from .tgp import tgp_energy_batch as tgp_energy_batch
 from .tgp import tgp_predictive_model as tgp_predictive_model
 
 __all__ = [
+    "InverseGPData",
+    "InverseGPPrior",
+    "inverse_gp_log_probs",
+    "inverse_gp_model",
+    "inverse_gp_replicate",
+    "pair_log_evidence",
+    "prepare_inverse_gp_data",
     "KernelHyperData",
     "KernelHyperPrior",
     "default_kernel_hyper_prior",
