@@ -88,9 +88,17 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+_SECTION = re.compile(r"^\s*(Args|Arguments|Attributes|Parameters|Keyword Args|"
+                      r"Other Parameters|Raises|Returns|Yields|Examples?|Notes?|"
+                      r"References?):\s*$")
+# "name (type): text" items of Args/Attributes: napoleon reads the names itself
+_ITEM = re.compile(r"^(\s+[\w*][\w*, ]*(?:\s*\([^)]*\))?:)(\s.*|$)")
+
+
 def _escape_docstring(app, what, name, obj, options, lines):
     literal_above = None  # indent of the line that opened a literal block
     in_doctest = False
+    section = None
     for i, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:
@@ -103,7 +111,19 @@ def _escape_docstring(app, what, name, obj, options, lines):
         if stripped.startswith(">>>") or in_doctest:
             in_doctest = True
             continue
-        lines[i] = _escape_prose(line)
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1)
+            continue
+        if _indent(line) == 0:
+            section = None
+        item = _ITEM.match(line) if section in ("Args", "Arguments", "Attributes",
+                                                "Parameters", "Keyword Args",
+                                                "Other Parameters") else None
+        if item:
+            lines[i] = item.group(1) + _escape_prose(item.group(2))
+        else:
+            lines[i] = _escape_prose(line)
         if stripped.endswith("::"):
             literal_above = _indent(line)
 

@@ -1,14 +1,11 @@
 """Inference runners and diagnostics: NUTS, SVI, ArviZ InferenceData or DataTree.
 
-Every ArviZ call of the package lives in this module. It speaks to both ArviZ
-generations: 0.23 (Python 3.11; results are ``arviz.InferenceData``) and 1.x
-(Python >= 3.12; the package split into arviz-base, arviz-stats and arviz-plots,
-results are ``xarray.DataTree``). Both hold the same named groups (``posterior``,
-``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``observed_data``)
-with the same dims and coords, read the same way (``idata.posterior["x"]``,
-``"sample_stats" in idata``); :func:`group_names` lists the groups of either.
-Models are plain NumPyro functions (see :mod:`bayeskde.models`); this module runs
-them and hands back inference data with named dims and coords.
+Every ArviZ call of the package lives here, for both ArviZ generations: 0.23
+(Python 3.11; ``arviz.InferenceData``) and 1.x (Python >= 3.12; arviz-base,
+arviz-stats, arviz-plots; ``xarray.DataTree``). Either holds the same named groups,
+dims and coords, read the same way (``idata["posterior"]["x"]``, ``"sample_stats"
+in idata``, :func:`group_names`). Models are plain NumPyro functions
+(:mod:`bayeskde.models`).
 
 * :func:`run_nuts`: multi-chain NUTS; chains run in parallel when there are enough
   devices, otherwise vectorised on one device.
@@ -172,9 +169,8 @@ def run_svi(
 
 
 def _expose_numpyro_initialization() -> None:
-    """arviz-base 1.x reads ``numpyro.infer.initialization`` as an attribute.
-    When arviz was imported before numpyro (it then loads numpyro lazily) the
-    submodule is imported but not bound on its package; bind it."""
+    """arviz-base 1.x reads ``numpyro.infer.initialization``, left unbound when
+    arviz was imported before numpyro (it loads numpyro lazily); bind it."""
     import importlib
     import sys
 
@@ -251,9 +247,7 @@ def to_inference_data(
             extra[group] = az.from_dict({group: arrays}, **kwargs)[group]
         else:
             extra[group] = az.from_dict(**{group: arrays}, **kwargs)[group]
-    if not extra:
-        return idata
-    if _AZ1:
+    if _AZ1 or not extra:
         for group, node in extra.items():
             idata[group] = node
         return idata
