@@ -189,7 +189,7 @@ def check_squared_range(X, name: str):
             f"rescale {name} (e.g. standardise it) or enable float64 "
             "(JAX_ENABLE_X64=1)"
         )
-    if 0.0 < big * big < float(info.tiny):
+    if big > 0.0 and big * big < float(info.tiny):
         raise ValueError(
             f"squared distances of {name} underflow {dname}: the largest |{name}| is "
             f"{big:.3g}, so ||x||^2 < {float(info.tiny):.3g}; rescale {name}"

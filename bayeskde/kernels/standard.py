@@ -64,28 +64,25 @@ def squared_distances(
 ) -> Float[Array, "n_a n_b"]:
     """Pairwise squared Euclidean distances, clipped at zero against round-off.
 
-    Stable form: both sets are shifted by the mean of ``B`` (distances are
-    shift-invariant, and the expansion ||a||^2 + ||b||^2 - 2 a.b then cancels
-    far less for data with a large offset) and scaled by the power of two
-    nearest their largest magnitude (exact), so the expansion cannot overflow;
-    the scale comes back only at the end, where an overflow gives ``inf``
-    (an RBF value of 0), never ``inf - inf = NaN``.
+    Overflow-safe form: both sets are scaled by the power of two nearest their
+    largest magnitude (exact in floating point, so the result does not depend on
+    which rows share a call), so the expansion ||a||^2 + ||b||^2 - 2 a.b cannot
+    overflow; the scale comes back only at the end, where an overflow gives
+    ``inf`` (an RBF value of 0), never ``inf - inf = NaN``.
 
     Cost: O(n_a n_b n_features) time, O(n_a n_b) memory.
     """
-    shift = jnp.mean(B, axis=0)
-    A = A - shift[None, :]
-    B = B - shift[None, :]
     big = jnp.maximum(jnp.max(jnp.abs(A), initial=0.0),
                       jnp.max(jnp.abs(B), initial=0.0))
-    scale = jnp.where(big > 0, jnp.exp2(jnp.round(jnp.log2(jnp.where(
-        big > 0, big, 1.0)))), 1.0).astype(A.dtype)
+    # frexp/ldexp: an exact power of two (exp2 of a float need not be one).
+    _, exponent = jnp.frexp(jnp.where(big > 0, big, 1.0))
+    scale = jnp.ldexp(jnp.ones((), A.dtype), exponent)
     A = A / scale
     B = B / scale
     a2 = jnp.sum(A * A, axis=1)
     b2 = jnp.sum(B * B, axis=1)
     d2 = jnp.maximum(a2[:, None] + b2[None, :] - 2.0 * (A @ B.T), 0.0)
-    return jnp.where(d2 > 0, d2 * (scale * scale), 0.0)
+    return jnp.where(d2 > 0, (d2 * scale) * scale, 0.0)
 
 
 @jax.jit

@@ -11,6 +11,7 @@ from bayeskde.hyperlearn import (
     pair_labels,
     solve_hyperkernel_qp,
 )
+from bayeskde.kernels import gamma_to_sigma, median_gamma
 from bayeskde.kernels.algebra import center_kernel
 from bayeskde.kernels.hyper import (
     gaussian_hyperkernel_gram,
@@ -115,7 +116,8 @@ def test_learned_kernel_equals_its_expansion(rng, kind):
     X, y = _data(rng, m=7)
     C = np.array([[1.0, 0.3], [0.3, 0.5]])
     learner = HyperkernelLearner(kind, sigma=0.8, sigma_h=0.4, variant="linear",
-                                 wishart_scale=C, wishart_dof=3.0).fit(X, y)
+                                 wishart_scale=C, wishart_dof=3.0,
+                                 gamma_h=1.0).fit(X, y)
     k = learner.kernel_
     A, B = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
     a, b = np.meshgrid(np.arange(5), np.arange(5), indexing="ij")
@@ -222,3 +224,14 @@ def test_bad_settings_raise(rng):
         solve_hyperkernel_qp(K, yp[:3])
     with pytest.raises(ValueError, match=r"\{-1, \+1\}"):
         solve_hyperkernel_qp(K, np.array([1.0, 0.0, 1.0, -1.0]))
+
+
+def test_median_defaults_follow_the_data_scale(rng):
+    X, y = _data(rng, m=7)
+    a = HyperkernelLearner().fit(X, y)
+    b = HyperkernelLearner().fit(X * 100.0, y)
+    m = gamma_to_sigma(median_gamma(X))
+    assert a.params_["sigma"] == pytest.approx(m) == a.params_["sigma_h"]
+    assert b.params_["sigma"] == pytest.approx(100.0 * m, rel=1e-5)
+    np.testing.assert_allclose(a.kernel_(X), b.kernel_(X * 100.0), rtol=1e-3,
+                               atol=1e-5)

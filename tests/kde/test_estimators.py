@@ -285,3 +285,27 @@ def test_no_recompilation_on_refit_and_predict(data):
     with count_compilations() as compiles:
         est.set_params(ridge=0.5).fit(X + 0.1, Y).predict(X[5:10])
     assert compiles.count == 0
+
+
+def test_default_kernels_follow_the_data_scale(rng):
+    # The median-heuristic defaults make KDE invariant to the units of X and Y.
+    X, Y = rng.normal(size=(25, 3)), rng.normal(size=(25, 2))
+    a = KernelDependencyEstimator().fit(X, Y)
+    b = KernelDependencyEstimator().fit(X * 1e3, Y * 1e-3)
+    assert b.input_kernel_.params["gamma"] == pytest.approx(
+        a.input_kernel_.params["gamma"] * 1e-6, rel=1e-4)
+    Z = rng.normal(size=(6, 3))
+    np.testing.assert_allclose(a.predict(Z), b.predict(Z * 1e3) * 1e3, rtol=1e-6)
+    assert a.n_features_in_ == 3
+
+
+def test_fit_checks_conversions_and_key(rng):
+    X, Y = rng.normal(size=(10, 2)), rng.normal(size=(10, 2))
+    for kw, name in [({"fixed_point_iter": -1}, "fixed_point_iter"),
+                     ({"fixed_point_iter": "x"}, "fixed_point_iter"),
+                     ({"input_kernel_params": "gamma"}, "input_kernel_params"),
+                     ({"key": 3}, "key"), ({"ridge": "a"}, "ridge")]:
+        with pytest.raises((TypeError, ValueError), match=name):
+            KernelDependencyEstimator(**kw).fit(X, Y)
+    with pytest.raises(NotFittedError):
+        KNNDependencyEstimator().score(X, Y)

@@ -113,16 +113,16 @@ def test_rbf_gamma_median(rng):
         rtol=1e-4 if not X64 else 1e-9, atol=1e-6 if not X64 else 1e-12)
 
 
-def test_squared_distances_stable_on_offset_data(rng):
-    # A large common offset: the expansion ||a||^2 + ||b||^2 - 2 a.b cancels
-    # catastrophically without the shift by the mean.
-    X = 1e3 + rng.normal(size=(6, 3))
+def test_squared_distances_do_not_overflow_before_the_end(rng):
+    # ||x||^2 of 1e19-scale data overflows float32 (and of 1e155 float64); the
+    # scaled expansion returns the finite distances (or inf), never NaN.
+    big = 1e19 if not X64 else 1e154
+    X = rng.normal(size=(5, 2))
     ref = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    got = np.asarray(squared_distances(np.asarray(X, np.float32 if not X64 else
-                                                  np.float64),
-                                       np.asarray(X, np.float32 if not X64 else
-                                                  np.float64)))
-    np.testing.assert_allclose(got, ref, rtol=1e-3 if not X64 else 1e-9, atol=1e-3)
+    got = np.asarray(squared_distances(X * big, X * big), np.float64) / big**2
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, ref, rtol=1e-4 if not X64 else 1e-10,
+                               atol=1e-4 if not X64 else 1e-10)
 
 
 def test_overflowing_data_is_an_error_naming_the_argument():

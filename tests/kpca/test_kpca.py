@@ -110,3 +110,13 @@ def test_bad_input(rng):
         KernelPCA(2, kernel="precomputed").fit(np.eye(3)).transform(np.ones((2, 4)))
     with pytest.raises(ValueError, match="unknown kernel"):
         KernelPCA(2, kernel="gauss").fit(X)
+
+
+def test_output_has_the_working_dtype_and_n_features_in_(rng):
+    X = rng.normal(size=(15, 4))
+    kp = KernelPCA(2).fit(X)
+    assert kp.n_features_in_ == 4
+    out = np.asarray(kp.transform(X.astype(np.float32)))
+    assert out.dtype == (np.float64 if X64 else np.float32)
+    with pytest.raises(ValueError, match="Reshape your data"):
+        kp.transform(X[:, 0])

@@ -438,3 +438,24 @@ def test_init_bad_input(problem):
         TwinGP(init="best", n_neighbors=5, init_neighbors=6).fit(X, Y)
     with pytest.raises(ValueError, match="search_block_size"):
         TwinGP(search_block_size=0).fit(X, Y)
+
+
+def test_transform_is_a_deprecated_name_of_kernel_transform():
+    tr = PolynomialKernelTransform(degree_x=2, degree_y=2)
+    with pytest.warns(FutureWarning, match="kernel_transform"):
+        tgp = TwinGP(transform=tr)
+    assert tgp.kernel_transform is tr
+    assert "transform" not in tgp.get_params() and not hasattr(tgp, "transform")
+    with pytest.raises(TypeError, match="unexpected"):
+        TwinGP(kernel_transfrom=tr)
+
+
+def test_default_rates_are_the_median_heuristic(rng):
+    from bayeskde.kernels import median_gamma
+
+    X, Y = rng.uniform(size=(30, 2)), rng.uniform(size=(30, 1))
+    tgp = TwinGP().fit(X * 50.0, Y)
+    assert tgp.gamma_x_ == pytest.approx(median_gamma(X * 50.0))
+    assert tgp.gamma_y_ == pytest.approx(median_gamma(Y))
+    with pytest.raises(ValueError, match="requires y"):
+        TwinGP().fit(X, None)
