@@ -19,10 +19,17 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def fresh(script: str, args: list[str], precision: int) -> dict:
-    """Run ``python script *args`` in a fresh process; its last stdout line as JSON."""
+def fresh(script: str, args: list[str], precision: int, cache: str | None = None
+          ) -> dict:
+    """Run ``python script *args`` in a fresh process; its last stdout line as JSON.
+
+    ``cache``: a folder for the persistent compilation cache
+    (``bayeskde.enable_compilation_cache``, what ``bayeskde demo`` does), which
+    the child turns on before its first call (:func:`maybe_cache`).
+    """
     x64 = "1" if precision == 64 else "0"
     env = {**os.environ, "JAX_ENABLE_X64": x64, "BAYESKDE_BENCH_X64": x64,
+           "BAYESKDE_BENCH_CACHE": cache or "",
            "PYTHONPATH": os.pathsep.join(
                [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run([sys.executable, script, *args], env=env, cwd=ROOT,
@@ -35,6 +42,25 @@ def fresh(script: str, args: list[str], precision: int) -> dict:
 def bench_x64() -> bool:
     """The precision of a bench process: float64 unless a parent asked for 32."""
     return os.environ.get("BAYESKDE_BENCH_X64", "1") != "0"
+
+
+def maybe_cache() -> None:
+    """In a child: turn the persistent compilation cache on if the parent asked."""
+    folder = os.environ.get("BAYESKDE_BENCH_CACHE")
+    if folder:
+        import bayeskde
+
+        bayeskde.enable_compilation_cache(folder)
+
+
+def first_with_cache(script: str, args: list[str], precision: int) -> dict:
+    """The child's record in a fresh process whose compiled programs are already
+    in a persistent cache (one earlier process filled it)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        fresh(script, args, precision, folder)
+        return fresh(script, args, precision, folder)
 
 
 def timed(fn):

@@ -77,7 +77,10 @@ def _ridge_solve(K, T, lam):
     n = K.shape[0]
     A = K + lam * n * jnp.eye(n, dtype=K.dtype)
     c = jsl.cho_factor(A, lower=True)
-    return jsl.cho_solve(c, T)
+    B = jsl.cho_solve(c, T)
+    # The finiteness check in the same program: in a fresh process each small
+    # op outside it would compile on its own.
+    return B, jnp.all(jnp.isfinite(B))
 
 
 def ridge_solve(
@@ -92,8 +95,8 @@ def ridge_solve(
     """
     K = as_float_array(K, "K", ndim=2)
     T = as_float_array(T, "T", ndim=2)
-    B = _ridge_solve(K, T, ridge)
-    if bool(jnp.all(jnp.isfinite(B))):
+    B, finite = _ridge_solve(K, T, ridge)
+    if bool(finite):
         return B
     n = K.shape[0]
     L = cholesky_with_jitter(K + ridge * n * jnp.eye(n, dtype=K.dtype),
