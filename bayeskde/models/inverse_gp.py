@@ -376,20 +376,25 @@ def inverse_gp_replicate(
     key: jax.Array, data: InverseGPData, amplitude: Float[Array, ""],
     noise: Float[Array, ""], pair_log_joint: Float[Array, "n_gamma n_deg"],
 ) -> tuple[Float[Array, "m d_x"], Array]:
-    """One posterior predictive replicate of the training inputs X given the
+    """One posterior predictive replicate of the training inputs X at the
     observed outputs Y: the pair drawn from its conditional posterior, then
-    x_rep ~ N(0, a^2 phi(K) + s^2 I) column by column (plus the mean).
+    f ~ p(f | X, Y, theta) (the GP posterior at the training points) and
+    x_rep = f + eps, column by column. With phi(K) = U diag(l) U^T and
+    v = a^2 l + s^2, the posterior of f has mean U diag(a^2 l / v) U^T X and
+    covariance U diag(a^2 l s^2 / v) U^T.
 
     Returns ``(x_rep, pair)`` with the flat pair index g D + (d - 1).
-    Cost O(m^3) (one Cholesky factor of the drawn pair).
+    Cost O(m^3) (one eigendecomposition of the drawn pair).
     """
-    k_pair, k_x = jax.random.split(key)
+    k_pair, k_f, k_e = jax.random.split(key, 3)
     pair = jax.random.categorical(k_pair, pair_log_joint.reshape(-1))
     D = data.alpha.shape[1]
     g, d = pair // D, pair % D
     K_stack = _rbf_powers(squared_distances(data.Y, data.Y), data.gammas[g], D)
-    eye = jnp.eye(data.X.shape[0], dtype=data.X.dtype)
-    L = jnp.linalg.cholesky(amplitude * jnp.tensordot(data.alpha[g, d], K_stack, 1)
-                            + noise * eye)
-    z = jax.random.normal(k_x, data.X.shape, data.X.dtype)
-    return L @ z + data.x_mean[None, :], pair
+    lam, U = jnp.linalg.eigh(jnp.tensordot(data.alpha[g, d], K_stack, 1))
+    al = amplitude * jnp.maximum(lam, 0.0)
+    v = al + noise
+    z = jax.random.normal(k_f, data.X.shape, data.X.dtype)
+    coef = (al / v)[:, None] * (U.T @ data.X) + jnp.sqrt(al * noise / v)[:, None] * z
+    eps = jnp.sqrt(noise) * jax.random.normal(k_e, data.X.shape, data.X.dtype)
+    return U @ coef + eps + data.x_mean[None, :], pair
