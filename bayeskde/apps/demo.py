@@ -193,6 +193,9 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
 
     from .. import infer
 
+    # plot_ppc is not re-exported by bayeskde.infer since the reorganisation.
+    from ..infer.diagnostics import plot_ppc
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [infer.plot_trace(fit.idata, out / "trace.png",
@@ -201,7 +204,7 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
         np.asarray(result["pair_posterior"]), out / "degree_posterior.png",
         row_labels=[f"{g:.3g}" for g in result["gammas"]], row_name="rate gamma",
         col_name="degree d"))
-    paths.append(infer.plot_ppc(fit.idata, out / "ppc.png", var_names=["x"]))
+    paths.append(plot_ppc(fit.idata, out / "ppc.png", var_names=["x"]))
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     bins = np.linspace(0, 1, 21)

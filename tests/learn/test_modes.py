@@ -33,10 +33,11 @@ def test_two_dimensional_weighted_points(rng):
     pts = np.concatenate([c + 0.1 * rng.normal(size=(200, 2)) for c in centres])
     w = np.r_[np.full(200, 0.25 / 200), np.full(200, 0.75 / 200)][None]
     modes, masses = top_k_modes(pts, w, 2, radius=0.5)
-    np.testing.assert_allclose(masses[0], [0.75, 0.25], atol=1e-12)
+    np.testing.assert_allclose(masses[0], [0.75, 0.25], atol=1e-6)  # float32 sums
     # each mode is a point of its cluster (equal weights within a cluster)
-    assert np.any(np.all(pts[200:] == modes[0, 0], axis=1))
-    assert np.any(np.all(pts[:200] == modes[0, 1], axis=1))
+    # (to float32 rounding of the support)
+    assert np.min(np.abs(pts[200:] - modes[0, 0]).max(1)) < 1e-6
+    assert np.min(np.abs(pts[:200] - modes[0, 1]).max(1)) < 1e-6
 
 
 @pytest.mark.parametrize("kw", [dict(k=0, radius=0.1), dict(k=1, radius=0.0)])
