@@ -6,8 +6,10 @@ positive semi-definite ``A`` is factorised as it is; if the factor is not finite
 the diagonal is shifted by ``jitter = n eps (max|A_ii| + 1)``, the backward error
 of a Cholesky factorisation in floating point (Golub and Van Loan, *Matrix
 Computations*, section 4.2.6): below it a shift is round-off. The shift grows
-x10 per retry, at most ``MAX_JITTER_TRIES`` times, with one warning per matrix
-name; a matrix holding NaN or inf is refused at once, so no input can loop.
+x10 per retry while it stays below ``MAX_RELATIVE_JITTER (max|A_ii| + 1)`` (a larger
+shift would change the problem, not its round-off), with one warning per matrix
+name; that is at most log10(MAX_RELATIVE_JITTER / (n eps)) tries (14 in float64),
+and a matrix holding NaN or inf is refused at once, so no input can loop.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ __all__ = [
     "float_dtype",
     "eps_floor",
     "cholesky_with_jitter",
-    "MAX_JITTER_TRIES",
+    "MAX_RELATIVE_JITTER",
     "pad_to_multiple",
     "pad_rows",
 ]
 
-#: Retries of :func:`cholesky_with_jitter` before it gives up (shift x10 each).
-MAX_JITTER_TRIES = 12
+#: The largest diagonal shift :func:`cholesky_with_jitter` adds, relative to the
+#: matrix's scale ``max|A_ii| + 1``.
+MAX_RELATIVE_JITTER = 1e-2
 
 
 def eps_floor(dtype, n: int) -> float:
@@ -49,8 +52,8 @@ def cholesky_with_jitter(A, name: str):
     Raises:
         ValueError: ``A`` holds NaN or inf (for example a kernel whose squared
             distances overflowed).
-        numpy.linalg.LinAlgError: still not positive definite after
-            ``MAX_JITTER_TRIES`` shifts.
+        numpy.linalg.LinAlgError: still not positive definite with a shift of
+            ``MAX_RELATIVE_JITTER`` times its scale.
 
     Cost: O(n^3) per try.
     """
@@ -63,16 +66,16 @@ def cholesky_with_jitter(A, name: str):
             f"(finite in {A.dtype}?)"
         )
     L = jnp.linalg.cholesky(A)
-    jitter = n * float(jnp.finfo(A.dtype).eps) * (diag_max + 1.0)
-    tries = 0
+    scale = diag_max + 1.0
+    jitter = max(n, 1) * float(jnp.finfo(A.dtype).eps) * scale
     while not bool(jnp.all(jnp.isfinite(L))):
-        if tries >= MAX_JITTER_TRIES:
+        if jitter > MAX_RELATIVE_JITTER * scale:
             raise np.linalg.LinAlgError(
-                f"{name} is not positive definite (jitter up to {jitter / 10:.2e})")
+                f"{name} is not positive definite (a diagonal shift up to "
+                f"{jitter / 10:.2e} did not help)")
         warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
         L = jnp.linalg.cholesky(A + jitter * jnp.eye(n, dtype=A.dtype))
         jitter *= 10.0
-        tries += 1
     return L
 
 

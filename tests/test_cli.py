@@ -5,7 +5,7 @@ import pytest
 
 from bayeskde.apps.strings import format_strings_summary
 from bayeskde.cli import main
-from tests.conftest import X64
+from tests.helpers import X64
 
 
 def test_strings_quick_writes_summary_figure_and_json(tmp_path, capsys):

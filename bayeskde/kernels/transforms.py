@@ -473,10 +473,11 @@ def psd_projection(K: Float[ArrayLike, "m_1 m_2"]) -> PSDProjection:
 
 
 def __getattr__(name):
+    # The estimator moved to polynomial_transform.py (it imports this module, so
+    # the old name is resolved lazily). jaxtyping's checks look names up here, so
+    # this stays silent rather than warning on every checked call.
     if name == "PolynomialKernelTransform":
-        from .._compat import warn_moved
         from .polynomial_transform import PolynomialKernelTransform
 
-        warn_moved(f"{__name__}.{name}", f"bayeskde.kernels.{name}")
         return PolynomialKernelTransform
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ from bayeskde.hmm import (
     gaussian_log_likelihoods,
 )
 from bayeskde.hmm.emissions import _gaussian_log_density_fn
-from tests.conftest import X64
+from tests.helpers import X64
 
 RTOL = 1e-10 if X64 else 2e-5
 

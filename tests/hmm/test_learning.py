@@ -18,8 +18,7 @@ from bayeskde.hmm import (
     pad_sequences,
     sample_hmm,
 )
-from bayeskde.hmm.learning import _batch_posteriors_jit, _fit_jit
-from tests.conftest import X64
+from tests.helpers import X64, count_compilations
 
 ATOL = 1e-10 if X64 else 2e-5
 
@@ -81,10 +80,10 @@ def test_batch_posteriors_equal_per_sequence(key, emission):
             post.log_likelihood[i], one.log_likelihood, rtol=ATOL
         )
     np.testing.assert_array_equal(post.xi[1], 0.0)  # the length-1 sequence
-    before = _batch_posteriors_jit._cache_size()
-    batch_posteriors(params._replace(log_initial=params.log_initial[::-1]), padded,
-                     lens)
-    assert _batch_posteriors_jit._cache_size() == before
+    with count_compilations() as compiles:
+        batch_posteriors(params._replace(log_initial=params.log_initial[::-1]), padded,
+                         lens)
+    assert compiles.count == 0
 
 
 def test_batch_gaussian_long_sequence_finite(key):
@@ -210,20 +209,20 @@ def test_em_recovers_categorical_hmm(categorical_data):
 def test_fit_same_key_same_result_and_init(categorical_data):
     params, seqs = categorical_data
     a = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
-    compiled = _fit_jit._cache_size()
-    b = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
+    with count_compilations() as compiles:
+        b = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
+        c = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, init=params,
+                    n_restarts=N_RESTARTS)
+        # n_iter and init are traced: these calls share the first one's program.
+        fit_hmm(jax.random.key(5), seqs, 3, n_iter=17, n_restarts=N_RESTARTS)
     np.testing.assert_array_equal(a.params.log_transition, b.params.log_transition)
     assert a.log_likelihoods.shape == (5,)
-    c = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, init=params,
-                n_restarts=N_RESTARTS)
     assert np.isfinite(np.asarray(c.log_likelihoods)).all()
     # Every restart starts at init: the first recorded value is init's likelihood.
     padded, lengths = pad_sequences(seqs)
     start = float(jnp.sum(batch_posteriors(params, padded, lengths).log_likelihood))
     np.testing.assert_allclose(c.log_likelihoods[0], start, rtol=1e-10 if X64 else 1e-5)
-    # n_iter and init are traced: the calls above shared one compiled loop.
-    fit_hmm(jax.random.key(5), seqs, 3, n_iter=17, n_restarts=N_RESTARTS)
-    assert _fit_jit._cache_size() == compiled
+    assert compiles.count == 0
 
 
 def test_fit_bad_options(key):

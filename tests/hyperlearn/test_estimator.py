@@ -17,7 +17,7 @@ from bayeskde.kernels.hyper import (
     harmonic_hyperkernel_gram,
     wishart_hyperkernel_gram,
 )
-from tests.conftest import X64
+from tests.helpers import X64
 
 TOL = 1e-6 if X64 else 2e-3  # QP optimality is limited by K's precision
 

@@ -15,9 +15,8 @@ from bayeskde.kde import (
     kfold_indices,
     knn_cv_losses,
 )
-from bayeskde.kde.cv import _fold_group
 from bayeskde.kernels import make_kernel
-from tests.conftest import X64
+from tests.helpers import X64, count_compilations
 
 RTOL = 1e-8 if X64 else 1e-4
 
@@ -112,9 +111,9 @@ def test_no_recompilation_across_calls(data):
     K_grid = np.stack([rbf_kernel(X, gamma=g) for g in (0.5, 2.0)])
     L = rbf_kernel(Y)
     kde_cv_losses(K_grid, L, [1e-3, 1e-2], folds=3)
-    n = _fold_group._cache_size()
-    kde_cv_losses(K_grid * 0.9, L, [1e-2, 1e-1], folds=3)
-    assert _fold_group._cache_size() == n
+    with count_compilations() as compiles:
+        kde_cv_losses(K_grid * 0.9, L, [1e-2, 1e-1], folds=3)
+    assert compiles.count == 0
 
 
 def test_bad_input(data):

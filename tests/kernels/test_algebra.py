@@ -15,7 +15,7 @@ from bayeskde.kernels import (
     normalize_kernel,
     rbf_kernel,
 )
-from tests.conftest import X64
+from tests.helpers import X64
 
 RTOL = 1e-10 if X64 else 2e-5
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from bayeskde.kernels import make_kernel, rbf_kernel
-from tests.conftest import X64
+from tests.helpers import X64
 
 RTOL = 1e-10 if X64 else 1e-5
 

@@ -14,7 +14,7 @@ from bayeskde.kernels import (
     sigma_to_gamma,
     squared_distances,
 )
-from tests.conftest import X64
+from tests.helpers import X64
 
 RTOL = 1e-10 if X64 else 1e-5
 

@@ -4,13 +4,12 @@ import math
 import numpy as np
 import pytest
 
-from bayeskde.kernels import strings as strings_module
 from bayeskde.kernels.strings import (
     encode_strings,
     subsequence_diag,
     subsequence_kernel,
 )
-from tests.conftest import X64
+from tests.helpers import X64, count_compilations
 
 RTOL = 1e-10 if X64 else 2e-5
 
@@ -179,16 +178,15 @@ def test_block_size_invariance(rng):
 
 
 def test_second_call_with_same_shapes_does_not_recompile(rng):
-    core = strings_module._block_kernel
     A = _random_strings(rng, 10, min_len=7, max_len=7)
     B = _random_strings(rng, 10, min_len=7, max_len=7)
     subsequence_kernel(A, r=2, lam=0.5, block_size=16)
-    size = core._cache_size()
-    # Same shapes (block, longest string, r, dtype); new strings, lam and mode.
-    subsequence_kernel(B, r=2, lam=0.3, block_size=16)
-    subsequence_kernel(B, A, r=2, lam=0.9, mode="exact", block_size=16)
-    subsequence_diag(A, r=2, lam=0.2, block_size=16)
-    assert core._cache_size() == size
+    with count_compilations() as compiles:
+        # Same shapes (block, longest string, r, dtype); new strings, lam and mode.
+        subsequence_kernel(B, r=2, lam=0.3, block_size=16)
+        subsequence_kernel(B, A, r=2, lam=0.9, mode="exact", block_size=16)
+        subsequence_diag(A, r=2, lam=0.2, block_size=16)
+    assert compiles.count == 0
 
 
 # ------------------------------------------------------------------ bad input

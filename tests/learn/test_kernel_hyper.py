@@ -19,7 +19,7 @@ from bayeskde.learn import (
 )
 from bayeskde.models.kernel_hyper import KernelHyperPrior
 from bayeskde.models.tgp import batch_energy, tgp_energy_batch
-from tests.conftest import X64
+from tests.helpers import X64
 
 
 def _sshape(n=40, seed=0):

@@ -34,7 +34,7 @@ from bayeskde.models import (
 )
 from bayeskde.models.kde_continuous import _cov_chol
 from bayeskde.models.kde_grid import _pseudo_prior
-from tests.conftest import X64
+from tests.helpers import X64, count_compilations
 
 
 def test_scale_free_evidence_equals_integral_over_amplitude(rng):
@@ -321,13 +321,12 @@ def test_grid_bma_equals_average_of_single_settings(rng):
 
 
 def test_kde_spectra_does_not_recompile(rng):
-    from bayeskde.models import kde_eigen as kde_models
 
     _, _, D2, T = _problem(rng)
     kde_spectra(D2, T, GRID)
-    size = kde_models._spectra_from_d2._cache_size()
-    again = kde_spectra(D2 * 1.5, T * 2.0, GRID * 0.5)
-    assert kde_models._spectra_from_d2._cache_size() == size
+    with count_compilations() as compiles:
+        again = kde_spectra(D2 * 1.5, T * 2.0, GRID * 0.5)
+    assert compiles.count == 0
     assert np.all(np.isfinite(np.asarray(again.eigenvalues)))
 
 

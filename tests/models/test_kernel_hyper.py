@@ -24,7 +24,8 @@ from bayeskde.models.kernel_hyper import (
     prepare_kernel_hyper_data,
     top_singular_pair,
 )
-from tests.conftest import X64, run_on_host_devices
+from tests.conftest import run_on_host_devices
+from tests.helpers import X64
 
 RTOL = 1e-8 if X64 else 2e-3
 
