@@ -8,8 +8,21 @@ density and 90% coverage on the noise-free test grid, then the same proper
 scores on a noisy held-out set. Writes one JSON per seed and the table to
 ``results/sshape_bayes_eval.json``.
 
-Run ``python models/sshape_bayes_eval.py --seeds 10`` (about 2 minutes a seed on
-one core), ``--quick`` for one seed with short chains.
+Run ``python models/sshape_bayes_eval.py --seeds 10`` (75-250 s a seed on one
+shared core, 26 minutes for 10 seeds), ``--quick`` for one seed with short
+chains. Measured (float64, seeds 0-9, mean ± s.e., shared 2-core machine):
+
+    noise-free test grid  MAE      best-of-2  CRPS     log p   90% cov
+    tgp_published         0.1111   -          0.0982   0.764   0.781
+    tgp_cv                0.1153   -          0.0968   0.648   0.832
+    gp_cv                 0.1319   -          0.1019   0.279   0.835
+    inverse_map           0.0883   0.0457     0.0617   3.138   0.872
+    inverse_average       0.0877   0.0452     0.0618   3.131   0.886
+    noisy held-out        CRPS: TGP 0.1044 / CV 0.1051 / inverse 0.0955;
+                          log p 0.686 / 0.557 / 1.182; 90% cov 0.785 / 0.827 / 0.899
+
+(s.e. of the MAEs 0.0009-0.0024; inverse-model NUTS: 4 chains x 500 + 500,
+max R-hat 1.0057, min bulk ESS 1233, min tail ESS 888, no divergences.)
 """
 
 from __future__ import annotations

@@ -204,7 +204,8 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
         np.asarray(result["pair_posterior"]), out / "degree_posterior.png",
         row_labels=[f"{g:.3g}" for g in result["gammas"]], row_name="rate gamma",
         col_name="degree d"))
-    paths.append(plot_ppc(fit.idata, out / "ppc.png", var_names=["x"]))
+    paths.append(plot_ppc(fit.idata, out / "ppc.png", var_names=["x"],
+                          num_pp_samples=20))
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     bins = np.linspace(0, 1, 21)
