@@ -7,6 +7,8 @@ learning (:mod:`.learning`) pads batches of variable-length sequences and fits H
 by EM with restarts.
 """
 
+from .batch import batch_posteriors as batch_posteriors
+from .batch import pad_sequences as pad_sequences
 from .emissions import CategoricalEmission as CategoricalEmission
 from .emissions import GaussianEmission as GaussianEmission
 from .emissions import categorical_log_likelihoods as categorical_log_likelihoods
@@ -18,9 +20,7 @@ from .inference import forward_backward as forward_backward
 from .inference import forward_filter as forward_filter
 from .inference import viterbi as viterbi
 from .learning import FitResult as FitResult
-from .learning import batch_posteriors as batch_posteriors
 from .learning import fit_hmm as fit_hmm
-from .learning import pad_sequences as pad_sequences
 from .params import HMMParams as HMMParams
 from .params import HMMSample as HMMSample
 from .params import sample_hmm as sample_hmm

@@ -63,7 +63,6 @@ backward, gamma, xi), (91)-(92) (scaling), (30)-(35) (Viterbi).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -72,6 +71,18 @@ from jax import custom_batching, lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._typing import ArrayLike, float_dtype
+from .recursions import (
+    HMMFilter,
+    HMMPosterior,
+    _backward_scan,
+    _emit_log_likelihoods,
+    _forward_backward,
+    _forward_filter,
+    _forward_scan,
+    _prepare,
+    _summed_xi,
+    _viterbi,
+)
 
 __all__ = [
     "HMMPosterior",
@@ -80,268 +91,6 @@ __all__ = [
     "forward_backward",
     "viterbi",
 ]
-
-
-class HMMPosterior(NamedTuple):
-    """Posterior of the hidden states given one observation sequence.
-
-    Attributes:
-        gamma: ``(T, N)`` smoothed marginals P(q_t = i | x) (Rabiner eq. 25); rows
-            of masked steps are zero, the others sum to one.
-        xi: ``(N, N)`` pairwise marginals P(q_t = i, q_{t+1} = j | x) summed over the
-            T - 1 transitions (eq. 26); the zero matrix for a sequence with a single
-            observed step (no transitions).
-        log_likelihood: ``()`` log p(x_1, ..., x_T).
-        xi_t: ``(T - 1, N, N)`` per-time pairwise marginals when requested with
-            ``per_time_xi=True``, else ``None``. Entry ``t`` pairs step ``t`` with
-            the next observed step; it is zero when step ``t`` is masked or is the
-            last observed one.
-    """
-
-    gamma: Float[Array, "num_timesteps num_states"]
-    xi: Float[Array, "num_states num_states"]
-    log_likelihood: Float[Array, ""]
-    xi_t: Float[Array, "num_transitions num_states num_states"] | None = None
-
-
-class HMMFilter(NamedTuple):
-    """Filtered marginals of one sequence.
-
-    Attributes:
-        filtered: ``(T, N)`` P(q_t = i | x_1, ..., x_t); rows of masked steps zero.
-        log_likelihood: ``()`` log p(x_1, ..., x_T).
-    """
-
-    filtered: Float[Array, "num_timesteps num_states"]
-    log_likelihood: Float[Array, ""]
-
-
-def _prepare(log_initial, log_transition, log_likelihoods, mask):
-    dtype = float_dtype()
-    log_initial = jnp.asarray(log_initial, dtype)
-    log_transition = jnp.asarray(log_transition, dtype)
-    log_likelihoods = jnp.asarray(log_likelihoods, dtype)
-    if mask is None:
-        mask = jnp.ones(log_likelihoods.shape[0], bool)
-    return log_initial, log_transition, log_likelihoods, jnp.asarray(mask, bool)
-
-
-# The recursions work on time-major arrays ``(T, N, ...)``: the state axis second,
-# any batch (of sequences, say) trailing, so that one scan step is one
-# ``(N, N) @ (N, B)`` product on contiguous rows of the batch. A single sequence is
-# the case of no trailing axes. The emission enters through ``emit(x_t, mask_t)``,
-# called inside the forward step on the step's observations, so the ``(T, N, B)``
-# likelihoods are never materialised (``bench/hmm.py`` measured a gather of them
-# alone at a quarter of the old total time).
-
-
-def _emit_log_likelihoods(x, m):
-    """``emit`` for given log likelihoods ``x`` ``(N, ...)``: the scaled row
-    ``exp(x - max_i x_i)`` and its shift, all-ones on masked steps.
-
-    The per-step shift makes the largest likelihood 1 whatever the scale of the
-    densities; an all ``-inf`` row (an observation impossible in every state) keeps
-    shift 0 and yields a zero row.
-    """
-    shift = jnp.max(x, axis=0)
-    shift = jnp.where(jnp.isfinite(shift) & m, shift, 0.0)
-    lik = jnp.exp(x - shift[None])
-    return jnp.where(m[None], lik, 1.0), shift
-
-
-def _matvec(matrix, v):
-    """``matrix @ v`` for ``v`` of shape ``(N, ...)``."""
-    return jnp.tensordot(matrix, v, axes=1)
-
-
-def _forward_scan(initial, transition, emit, xs, mask):
-    """Forward pass (Rabiner eqs. 19-20, normalised by c_t as in eq. 91).
-
-    A masked step has an all-ones likelihood row, so its alpha is its prediction,
-    and the identity as transition, so the prediction passes on unchanged. The log
-    likelihood (sum of log c_t and the shifts) is accumulated in the carry.
-
-    Args:
-        emit: ``emit(x_t, mask_t) -> (lik (N, ...), shift (...))``.
-        xs: the per-step observations, leading axis time.
-        mask: ``(T, ...)`` bool.
-
-    Returns:
-        ``alphas`` ``(T, N, ...)`` (on masked steps the normalised prediction) and
-        the log likelihood ``(...)``.
-    """
-    dtype = initial.dtype
-    log_tiny = jnp.log(jnp.finfo(dtype).tiny)
-    transition_t = transition.T
-
-    def _step(carry, x):
-        pred, log_lik = carry
-        obs, m = x
-        b, shift = emit(obs, m)
-        a = pred * b
-        c = jnp.sum(a, axis=0)
-        ok = c > 0
-        # Underflow in every state (see the module notes): keep the support.
-        a = jnp.where(ok[None], a, jnp.where(pred > 0, b, 0.0))
-        total = jnp.where(ok, c, jnp.sum(a, axis=0))
-        alpha = a / jnp.where(total > 0, total, 1.0)[None]
-        fallback = jnp.where(total > 0, log_tiny, -jnp.inf)  # -inf: impossible
-        log_c = jnp.where(ok, jnp.log(jnp.where(ok, c, 1.0)), fallback)
-        log_lik = log_lik + jnp.where(m, log_c + shift, 0.0)
-        nxt = jnp.where(m[None], _matvec(transition_t, alpha), alpha)
-        return (nxt, log_lik), alpha
-
-    batch = mask.shape[1:]
-    init = jnp.broadcast_to(initial.reshape((-1,) + (1,) * len(batch)),
-                            initial.shape + batch)
-    (_, log_lik), alphas = lax.scan(
-        _step, (init, jnp.zeros(batch, dtype)), (xs, mask)
-    )
-    return alphas, log_lik
-
-
-def _floor(dtype, num_states):
-    # Keeps r = gamma / pred below 1 / tiny, so no sum of N terms overflows.
-    return num_states * jnp.finfo(dtype).tiny
-
-
-def _backward_scan(initial, transition, alphas, mask, xi):
-    """Backward pass in smoother form, with the pairwise marginals on the way.
-
-    ``gamma[t] = alpha[t] * (transition @ r[t + 1])``, renormalised, with
-    ``r[t] = gamma[t] / pred[t]``: ``transition @ r[t + 1]`` is Rabiner's backward
-    variable scaled by the forward pass's c_t (eq. 92), i.e. ``alpha * beta`` is
-    already gamma. Unlike a beta normalised on its own, this never forms the
-    product of two numbers that underflow separately, so gamma stays a
-    distribution when filter and future disagree by more than the floating-point
-    range. On masked steps ``r`` passes unchanged (their transition is the
-    identity). The one-step predictions ``pred[t]`` are recomputed from
-    ``alpha[t - 1]`` rather than stored by the forward pass (one ``N x N``
-    product per step is cheaper than writing and reading a ``(T, N, B)`` array).
-
-    The pairwise marginal of step ``t`` and the next observed step is
-    ``transition * outer(alpha[t], r_next)`` (eq. 26 in this scaling); ``xi``
-    chooses what is kept of it: ``"each"`` accumulates ``outer(alpha, r)`` per
-    batch element in the carry (``(N, N, ...)``), ``"total"`` sums it over the
-    batch too (one ``(N, B) @ (B, N)`` product per step), ``"per_time"`` returns
-    the ``r_next`` of every step (zero where step ``t`` is masked or the last
-    observed one) and ``None`` nothing. None of them materialises ``(T, N, N)``.
-
-    Returns:
-        ``gamma`` ``(T, ..., N)`` (the state axis last, zero on masked steps) and
-        the ``xi`` accumulator (``(N, N, ...)``, ``(N, N)``, ``(T, N, ...)`` or
-        ``None``).
-    """
-    dtype = alphas.dtype
-    num_states = alphas.shape[1]
-    floor = _floor(dtype, num_states)
-    transition_t = transition.T
-    batch = mask.shape[1:]
-    first = jnp.broadcast_to(initial.reshape((-1,) + (1,) * len(batch)),
-                             initial.shape + batch)
-    prev = jnp.concatenate([first[None], alphas[:-1]])
-    prev_mask = jnp.concatenate([jnp.zeros((1,) + batch, bool), mask[:-1]])
-    extra = {"each": (num_states, num_states) + batch,
-             "total": (num_states, num_states)}.get(xi, ())
-
-    def _step(carry, x):
-        r, seen, acc = carry
-        alpha, before, pm, m = x
-        pred = jnp.where(pm[None], _matvec(transition_t, before), before)
-        valid = m & seen  # an observed step with an observed successor
-        # Masking the (N, ...) factor, not the (N, N, ...) product, halves the
-        # per-step work of the accumulation (alpha and r are finite).
-        r_next = jnp.where(valid[None], r, 0.0)
-        if xi == "each":
-            acc = acc + alpha[:, None] * r_next[None]
-        elif xi == "total":
-            acc = acc + jnp.tensordot(alpha, r_next,
-                                      axes=(tuple(range(1, alpha.ndim)),) * 2)
-        g = alpha * _matvec(transition, r)
-        z = jnp.sum(g, axis=0)
-        # z = 0 only if every term underflowed: fall back to the filter.
-        gamma = jnp.where((z > 0)[None], g / jnp.where(z > 0, z, 1.0)[None], alpha)
-        new_r = jnp.where(m[None], gamma / jnp.maximum(pred, floor), r)
-        out = jnp.moveaxis(jnp.where(m[None], gamma, 0.0), 0, -1)
-        if xi == "per_time":
-            out = (out, r_next)
-        return (new_r, seen | m, acc), out
-
-    init = (jnp.ones(alphas.shape[1:], dtype), jnp.zeros(batch, bool),
-            jnp.zeros(extra, dtype))
-    (_, _, acc), out = lax.scan(
-        _step, init, (alphas, prev, prev_mask, mask), reverse=True
-    )
-    if xi == "per_time":
-        out, acc = out
-    return out, (acc if xi is not None else None)
-
-
-def _summed_xi(transition, products):
-    """``transition * sum_t alpha_t^T u_t``; exact zeros stay zero even where the
-    sum of ``alpha * u`` (bounded by ``T / transition``) is huge."""
-    return jnp.where(transition > 0, transition * products, 0.0)
-
-
-def _forward_backward(log_initial, log_transition, log_likelihoods, mask, per_time_xi):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
-        log_initial, log_transition, log_likelihoods, mask
-    )
-    initial, transition = jnp.exp(log_initial), jnp.exp(log_transition)
-    alphas, log_lik = _forward_scan(
-        initial, transition, _emit_log_likelihoods, log_likelihoods, mask
-    )
-    gamma, acc = _backward_scan(
-        initial, transition, alphas, mask, "per_time" if per_time_xi else "each"
-    )
-    xi_t = None
-    if per_time_xi:
-        # acc holds r_next (zero where there is no transition), so the raw alphas
-        # of masked steps drop out.
-        xi_t = alphas[:-1, :, None] * transition[None] * acc[:-1, None, :]
-        xi = _summed_xi(transition, alphas.T @ acc)
-    else:
-        xi = _summed_xi(transition, acc)
-    return HMMPosterior(gamma, xi, log_lik, xi_t)
-
-
-def _forward_filter(log_initial, log_transition, log_likelihoods, mask):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
-        log_initial, log_transition, log_likelihoods, mask
-    )
-    alphas, log_likelihood = _forward_scan(
-        jnp.exp(log_initial), jnp.exp(log_transition), _emit_log_likelihoods,
-        log_likelihoods, mask,
-    )
-    return HMMFilter(jnp.where(mask[:, None], alphas, 0.0), log_likelihood)
-
-
-def _viterbi(log_initial, log_transition, log_likelihoods, mask):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
-        log_initial, log_transition, log_likelihoods, mask
-    )
-    num_states = log_initial.shape[0]
-    identity = jnp.arange(num_states)
-
-    def _step(carry, x):
-        pred, pointer, last = carry  # pred: best log score entering this step
-        ll, m = x
-        delta = pred + ll
-        scores = delta[:, None] + log_transition
-        new_pointer = jnp.argmax(scores, axis=0)
-        new_carry = (jnp.max(scores, axis=0), new_pointer, delta)
-        carry = jax.tree.map(lambda n, o: jnp.where(m, n, o), new_carry, carry)
-        return carry, jnp.where(m, pointer, identity)
-
-    init = (log_initial, identity, jnp.full(num_states, -jnp.inf, log_initial.dtype))
-    (_, _, last), pointers = lax.scan(_step, init, (log_likelihoods, mask))
-
-    def _back(state, x):
-        pointer, m = x
-        return jnp.where(m, pointer[state], state), jnp.where(m, state, -1)
-
-    _, path = lax.scan(_back, jnp.argmax(last), (pointers, mask), reverse=True)
-    return path
 
 
 def _viterbi_batch(log_initial, log_transition, log_likelihoods, mask):

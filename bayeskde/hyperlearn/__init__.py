@@ -1,7 +1,8 @@
 """Kernel learning with hyperkernels (Ong, Smola and Williamson 2005).
 
-- :mod:`.estimator`: the hyperkernel QP (conic and linear), the learned kernel
-  and the :class:`HyperkernelLearner` estimator.
+- :mod:`.qp`: the hyperkernel QP (conic and linear) and pair labels;
+- :mod:`.estimator`: the learned kernel and the :class:`HyperkernelLearner`
+  estimator.
 """
 
 from .estimator import HYPERKERNELS as HYPERKERNELS
