@@ -356,4 +356,6 @@ def fit_hmm(
         n_symbols=n_symbols, covariance=covariance, n_restarts=n_restarts,
         history_size=history_size,
     )
-    return FitResult(params, history[:n_iter], converged, iters)
+    # Cut on the host: an on-device slice would compile a program per n_iter.
+    return FitResult(params, jnp.asarray(np.asarray(history)[:n_iter]), converged,
+                     iters)

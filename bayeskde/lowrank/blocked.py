@@ -41,8 +41,12 @@ __all__ = [
 LOWRANK_KERNELS = VECTOR_KERNELS
 
 
-def resolve_vector_kernel(kernel, params=None, name: str = "kernel") -> Kernel:
+def resolve_vector_kernel(kernel, params=None, name: str = "kernel", *,
+                          data=None) -> Kernel:
     """Resolve ``kernel`` (name + params, or a :class:`Kernel`) to a vector kernel.
+
+    ``data``: where given, a ``"median"`` parameter is resolved on it
+    (:meth:`bayeskde.kernels.Kernel.fit`); otherwise it must already be a number.
 
     Raises:
         ValueError: if the kernel is not one of :data:`LOWRANK_KERNELS` or carries
@@ -54,6 +58,8 @@ def resolve_vector_kernel(kernel, params=None, name: str = "kernel") -> Kernel:
             "callable"
         )
     k = make_kernel(kernel, params)
+    if data is not None and k.name in LOWRANK_KERNELS:
+        k = k.fit(data)
     if k.name not in LOWRANK_KERNELS or "rbf_sigma" in k.params:
         raise ValueError(
             f"{name} must be one of {LOWRANK_KERNELS} (without rbf_sigma) for the "

@@ -144,8 +144,9 @@ def select_centers(
     """
     if method not in CENTER_METHODS:
         raise ValueError(f"method must be one of {CENTER_METHODS}, got {method!r}")
-    k = resolve_vector_kernel(kernel, params)
     X = as_float_array(X, "X", ndim=2)
+    # Only the selection uses the kernel: a "median" rate is resolved on X.
+    k = resolve_vector_kernel(kernel, params, data=X)
     m = check_integer(n_centers, "n_centers", minimum=1, maximum=X.shape[0])
     lam = check_positive(ridge, "ridge") * X.shape[0]
     bs = None if block_size is None else check_integer(block_size, "block_size")

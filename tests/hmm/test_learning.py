@@ -80,9 +80,9 @@ def test_batch_posteriors_equal_per_sequence(key, emission):
             post.log_likelihood[i], one.log_likelihood, rtol=ATOL
         )
     np.testing.assert_array_equal(post.xi[1], 0.0)  # the length-1 sequence
+    flipped = params._replace(log_initial=params.log_initial[::-1])
     with count_compilations() as compiles:
-        batch_posteriors(params._replace(log_initial=params.log_initial[::-1]), padded,
-                         lens)
+        batch_posteriors(flipped, padded, lens)
     assert compiles.count == 0
 
 
@@ -209,12 +209,15 @@ def test_em_recovers_categorical_hmm(categorical_data):
 def test_fit_same_key_same_result_and_init(categorical_data):
     params, seqs = categorical_data
     a = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
+    c = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, init=params,
+                n_restarts=N_RESTARTS)
+    other = params._replace(log_initial=params.log_initial[::-1])
     with count_compilations() as compiles:
         b = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, n_restarts=N_RESTARTS)
-        c = fit_hmm(jax.random.key(5), seqs, 3, n_iter=5, init=params,
-                    n_restarts=N_RESTARTS)
-        # n_iter and init are traced: these calls share the first one's program.
+        # n_iter and the init values are traced: no new program for either.
         fit_hmm(jax.random.key(5), seqs, 3, n_iter=17, n_restarts=N_RESTARTS)
+        fit_hmm(jax.random.key(6), seqs, 3, n_iter=9, init=other,
+                n_restarts=N_RESTARTS)
     np.testing.assert_array_equal(a.params.log_transition, b.params.log_transition)
     assert a.log_likelihoods.shape == (5,)
     assert np.isfinite(np.asarray(c.log_likelihoods)).all()

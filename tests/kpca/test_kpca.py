@@ -84,9 +84,11 @@ def test_no_recompilation(rng):
     K1 = rbf_kernel(rng.normal(size=(11, 2)))
     K2 = rbf_kernel(rng.normal(size=(11, 2)))
     r = kernel_pca(K1, 3)
+    kpca_transform(r, K1[:4])
+    K2_test = K2[:4]
     with count_compilations() as compiles:
         kernel_pca(K2, 3)
-        kpca_transform(r, K2[:4])
+        kpca_transform(r, K2_test)
     assert compiles.count == 0
 
 

@@ -8,6 +8,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import rbf_kernel
 
 from bayeskde import KernelDependencyEstimator, KernelPCA
+from bayeskde.kernels import make_kernel
 from bayeskde.kpca import lowrank_kpca_transform, nystroem_kpca, randomized_kpca
 from bayeskde.lowrank import (
     blocked_col_means,
@@ -253,6 +254,7 @@ def test_kde_lowrank_subset_is_close(data):
 
 def test_bad_input(data, key):
     X, Y, Z = data
+    RBF_K = make_kernel("rbf", RBF)  # the low-rank paths need a resolved rate
     bad = X.copy()
     bad[0, 0] = np.nan
     C = X[:5]
@@ -265,9 +267,12 @@ def test_bad_input(data, key):
     with pytest.raises(ValueError, match="kernel"):
         select_centers(key, X, 3, kernel="string")
     with pytest.raises(ValueError, match="NaN"):
-        nystroem_features("rbf", bad)
+        nystroem_features("rbf", bad, params=RBF)
     with pytest.raises(ValueError, match="features"):
-        nystroem_transform("rbf", nystroem_features("rbf", C), X[:, :2])
+        nystroem_transform("rbf", nystroem_features("rbf", C, params=RBF), X[:, :2],
+                           params=RBF)
+    with pytest.raises(ValueError, match="median"):
+        nystroem_features("rbf", C)  # an unresolved default rate is refused
     with pytest.raises(ValueError, match="n_components"):
         rff_map(key, 3, 0)
     with pytest.raises(ValueError, match="gamma"):
@@ -276,30 +281,30 @@ def test_bad_input(data, key):
         rff_transform(rff_map(key, 3, 10), X[:, :2])
     for solve in (nystroem_krr, falkon):
         with pytest.raises(ValueError, match="Y must be"):
-            solve("rbf", X, Y[:10], C, 1e-3)
+            solve(RBF_K, X, Y[:10], C, 1e-3)
         with pytest.raises(ValueError, match="centers must have"):
-            solve("rbf", X, Y, C[:, :2], 1e-3)
+            solve(RBF_K, X, Y, C[:, :2], 1e-3)
         with pytest.raises(ValueError, match="ridge"):
-            solve("rbf", X, Y, C, 0.0)
+            solve(RBF_K, X, Y, C, 0.0)
         with pytest.raises(ValueError, match="at most 48"):
-            solve("rbf", X, Y, np.vstack([X, X[:1]]), 1e-3)
+            solve(RBF_K, X, Y, np.vstack([X, X[:1]]), 1e-3)
         with pytest.raises(ValueError, match="kernel"):
             solve(lambda a, b: a @ b.T, X, Y, C, 1e-3)
         with pytest.raises(ValueError, match="NaN"):
-            solve("rbf", bad, Y, C, 1e-3)
+            solve(RBF_K, bad, Y, C, 1e-3)
     with pytest.raises(ValueError, match="max_iter"):
-        falkon("rbf", X, Y, C, 1e-3, max_iter=0)
+        falkon(RBF_K, X, Y, C, 1e-3, max_iter=0)
     with pytest.raises(ValueError, match="tol"):
-        falkon("rbf", X, Y, C, 1e-3, tol=-1.0)
-    fit = nystroem_krr("rbf", X, Y, C, 1e-3)
+        falkon(RBF_K, X, Y, C, 1e-3, tol=-1.0)
+    fit = nystroem_krr(RBF_K, X, Y, C, 1e-3)
     with pytest.raises(ValueError, match="features"):
-        krr_predict("rbf", fit, X[:, :2])
+        krr_predict(RBF_K, fit, X[:, :2])
     with pytest.raises(ValueError, match="n_components"):
-        nystroem_kpca("rbf", X, C, 6)
+        nystroem_kpca(RBF_K, X, C, 6)
     with pytest.raises(ValueError, match="centers must have"):
-        nystroem_kpca("rbf", X, C[:, :2])
+        nystroem_kpca(RBF_K, X, C[:, :2])
     with pytest.raises(ValueError, match="features"):
-        lowrank_kpca_transform("rbf", nystroem_kpca("rbf", X, C, 2), X[:, :2])
+        lowrank_kpca_transform(RBF_K, nystroem_kpca(RBF_K, X, C, 2), X[:, :2])
     with pytest.raises(ValueError, match="n_components"):
         randomized_kpca(key, "rbf", X, 49)
     with pytest.raises(ValueError, match="square"):
@@ -307,17 +312,17 @@ def test_bad_input(data, key):
     with pytest.raises(ValueError, match="n_iter"):
         randomized_kpca(key, "rbf", X, 2, n_iter=-1)
     with pytest.raises(ValueError, match="V must have"):
-        blocked_matmul("rbf", X, Z, np.ones((8, 1)))
+        blocked_matmul(RBF_K, X, Z, np.ones((8, 1)))
     with pytest.raises(ValueError, match="U must have"):
-        blocked_rmatmul("rbf", X, Z, np.ones((8, 1)))
+        blocked_rmatmul(RBF_K, X, Z, np.ones((8, 1)))
     with pytest.raises(ValueError, match="block_size"):
-        blocked_gram("rbf", X, Z, block_size=0)
+        blocked_gram(RBF_K, X, Z, block_size=0)
     with pytest.raises(ValueError, match="same number of features"):
-        blocked_gram("rbf", X, Z[:, :2])
+        blocked_gram(RBF_K, X, Z[:, :2])
     with pytest.raises(ValueError, match="NaN"):
-        blocked_diag("rbf", bad)
+        blocked_diag(RBF_K, bad)
     with pytest.raises(ValueError, match="NaN"):
-        blocked_col_means("rbf", bad)
+        blocked_col_means(RBF_K, bad)
 
 
 def test_estimators_bad_params(data):
