@@ -14,6 +14,15 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 X64 = jnp.zeros(()).dtype == jnp.float64
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module: one process compiles
+    thousands of programs over the suite, and holding them all grew the process
+    until XLA's compiler crashed late in the run."""
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture
 def key():
     return jax.random.key(0)
