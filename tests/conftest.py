@@ -16,9 +16,11 @@ X64 = jnp.zeros(()).dtype == jnp.float64
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
-    """Drop JAX's compiled programs after each test module: one process compiles
-    thousands of programs over the suite, and holding them all grew the process
-    until XLA's compiler crashed late in the run."""
+    """Drop JAX's compiled programs after each test module. One process compiles
+    thousands of programs over the suite; holding them all, the run crashed
+    (SIGSEGV inside XLA's CPU compiler) late in both precisions, at different
+    tests that pass in a fresh process. Releasing them is a mitigation; the
+    cause is not established."""
     yield
     jax.clear_caches()
 
