@@ -20,7 +20,7 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "models").glob("*.py")
                  if not p.stem.startswith("_"))
 REPRODUCTIONS = {"strings_to_strings", "digits_classification",
                  "digits_reconstruction", "hyperkernel_digits", "hyperkernel_pairs",
-                 "sshape_tgp", "tgp_gain_tables"}
+                 "sshape_tgp"}
 
 
 def test_every_recipe_is_listed():
