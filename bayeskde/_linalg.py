@@ -8,7 +8,7 @@ of a Cholesky factorisation in floating point (Golub and Van Loan, *Matrix
 Computations*, section 4.2.6): below it a shift is round-off. The shift grows
 x10 per retry while it stays below ``MAX_RELATIVE_JITTER (max|A_ii| + 1)`` (a larger
 shift would change the problem, not its round-off), with one warning per matrix
-name; that is at most log10(MAX_RELATIVE_JITTER / (n eps)) tries (14 in float64),
+name; that is at most log10(MAX_RELATIVE_JITTER / (n eps)) tries (15 in float64),
 and a matrix holding NaN or inf is refused at once, so no input can loop.
 """
 
@@ -31,7 +31,7 @@ __all__ = [
 
 #: The largest diagonal shift :func:`cholesky_with_jitter` adds, relative to the
 #: matrix's scale ``max|A_ii| + 1``.
-MAX_RELATIVE_JITTER = 1e-2
+MAX_RELATIVE_JITTER = 1e-1
 
 
 def eps_floor(dtype, n: int) -> float:

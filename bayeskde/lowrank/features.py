@@ -217,7 +217,9 @@ def nystroem_features(
     Examples:
         >>> import numpy as np
         >>> X = np.random.default_rng(0).normal(size=(5, 2))
-        >>> Phi = nystroem_transform("rbf", nystroem_features("rbf", X), X)
+        >>> rbf = {"gamma": 1.0}  # a "median" rate must be resolved first
+        >>> Phi = nystroem_transform("rbf", nystroem_features("rbf", X, params=rbf), X,
+        ...                          params=rbf)
         >>> bool(np.allclose(Phi @ Phi.T, np.exp(-((X[:, None] - X) ** 2).sum(-1)),
         ...                  atol=1e-4))
         True
