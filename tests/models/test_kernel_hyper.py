@@ -5,6 +5,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import pytest
 from numpyro import handlers
 from numpyro.infer.util import log_density
@@ -202,7 +203,9 @@ def test_posterior_over_gamma_x_equals_grid_posterior(key):
     model = handlers.condition(kernel_hyper_model, data=fixed)
     mcmc = run_nuts(key, model, data, prior, num_warmup=300, num_samples=800,
                     num_chains=2, progress_bar=False)
-    draws = np.asarray(mcmc.get_samples()["log_gamma_x"])
+    chains = np.asarray(mcmc.get_samples(group_by_chain=True)["log_gamma_x"])
+    draws = chains.reshape(-1)
+    ess = float(numpyro.diagnostics.effective_sample_size(chains))
     grid = np.linspace(prior.log_gamma_x_loc - 5, prior.log_gamma_x_loc + 5, 801)
     lp = np.asarray(jax.jit(jax.vmap(
         lambda g: log_density(model, (data, prior), {}, {"log_gamma_x": g})[0]
@@ -211,9 +214,12 @@ def test_posterior_over_gamma_x_equals_grid_posterior(key):
     w /= w.sum()
     mean = np.sum(w * grid)
     sd = np.sqrt(np.sum(w * (grid - mean) ** 2))
-    # 800 x 2 correlated draws: Monte Carlo error of the mean ~ sd / sqrt(ESS).
-    assert abs(draws.mean() - mean) < 0.1 * sd
-    assert abs(draws.std() - sd) < 0.1 * sd
+    # 800 x 2 correlated draws: the Monte Carlo error of the mean is sd / sqrt(ESS)
+    # and that of the sd about sd / sqrt(2 ESS); 4 standard errors, at least the
+    # 0.1 sd this test always allowed.
+    se = sd / np.sqrt(ess)
+    assert abs(draws.mean() - mean) < max(4.0 * se, 0.1 * sd)
+    assert abs(draws.std() - sd) < max(4.0 * se / np.sqrt(2.0), 0.1 * sd)
 
 
 def test_simulation_based_calibration_of_the_gp_part(key):
