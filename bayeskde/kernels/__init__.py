@@ -89,3 +89,9 @@ __all__ = [
     "polynomial_basis",
     "psd_projection",
 ]
+
+# The estimator moved from transforms.py to polynomial_transform.py (which imports
+# transforms.py); the old attribute path is kept here, without an import cycle.
+from . import transforms as _transforms  # noqa: E402
+
+_transforms.PolynomialKernelTransform = PolynomialKernelTransform

@@ -470,14 +470,3 @@ def psd_projection(K: Float[ArrayLike, "m_1 m_2"]) -> PSDProjection:
     if K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be square, got shape {K.shape}")
     return _psd_projection(K)
-
-
-def __getattr__(name):
-    # The estimator moved to polynomial_transform.py (it imports this module, so
-    # the old name is resolved lazily). jaxtyping's checks look names up here, so
-    # this stays silent rather than warning on every checked call.
-    if name == "PolynomialKernelTransform":
-        from .polynomial_transform import PolynomialKernelTransform
-
-        return PolynomialKernelTransform
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
