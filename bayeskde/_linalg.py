@@ -1,5 +1,6 @@
 """Numerical helpers shared by the whole package: the working float dtype, the one
-round-off floor, the one jittered Cholesky, and padding rows to a multiple.
+round-off floor, the one jittered Cholesky, and padding rows to a multiple (with
+the size buckets that keep the number of compiled programs small).
 
 Jitter policy (used by every ridge or GP solve in the package). A symmetric
 positive semi-definite ``A`` is factorised as it is; if the factor is not finite,
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_RELATIVE_JITTER",
     "pad_to_multiple",
     "pad_rows",
+    "bucket_multiple",
 ]
 
 #: The largest diagonal shift :func:`cholesky_with_jitter` adds, relative to the
@@ -81,13 +83,39 @@ def cholesky_with_jitter(A, name: str):
 
 def pad_to_multiple(x, multiple: int):
     """Pad the leading axis of ``x`` to a multiple of ``multiple`` with copies of
-    its last row (jit-safe: shapes are static). Returns ``(padded, n)``."""
+    its last row (jit-safe: shapes are static). Returns ``(padded, n)``.
+
+    A NumPy array is padded on the host with NumPy (no device program per shape);
+    anything else with ``jax.numpy``.
+    """
     n = x.shape[0]
     total = -(-n // multiple) * multiple
     if total == n:
         return x, n
-    pad = jnp.broadcast_to(x[-1:], (total - n,) + x.shape[1:])
-    return jnp.concatenate([x, pad]), n
+    xp = np if isinstance(x, np.ndarray) else jnp
+    pad = xp.broadcast_to(x[-1:], (total - n,) + x.shape[1:])
+    return xp.concatenate([x, pad]), n
+
+
+def bucket_multiple(n: int, per_octave: int = 8, minimum: int = 8) -> int:
+    """The multiple that puts ``n`` rows into a size bucket:
+    ``max(minimum, 2^floor(log2 n) / per_octave)``.
+
+    ``pad_to_multiple(x, bucket_multiple(len(x)))`` maps every size to one of
+    ``per_octave`` buckets per power of two (and multiples of ``minimum`` below
+    ``minimum * per_octave``), adding at most ``1 / per_octave`` of the rows.
+    Programs compiled for a padded shape then serve every size in its bucket
+    (a cross-validation loop's folds, a data set of a nearby size).
+
+    Examples:
+        >>> [bucket_multiple(n) for n in (5, 240, 241, 300)]
+        [8, 16, 16, 32]
+        >>> pad_to_multiple(np.zeros((241, 2)), bucket_multiple(241))[0].shape
+        (256, 2)
+    """
+    if n < 1:
+        return minimum
+    return max(minimum, (1 << (int(n).bit_length() - 1)) // per_octave)
 
 
 def pad_rows(X, block_size: int):

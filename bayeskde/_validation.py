@@ -161,7 +161,8 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
                 f"{name} underflows {np.dtype(dtype).name}: its largest magnitude is "
                 f"{big:.3g} < {float(info.tiny):.3g}; rescale {name}"
             )
-    return jnp.asarray(arr, dtype=dtype)
+    # Cast on the host: a device-side cast compiles a program per shape.
+    return jnp.asarray(np.asarray(arr, dtype=dtype))
 
 
 def check_squared_range(X, name: str):

@@ -38,6 +38,7 @@ __all__ = [
     "fit_kde",
     "predict_kde_features",
     "ridge_solve",
+    "ridge_solve_padded",
     "kernel_loss",
 ]
 
@@ -72,15 +73,40 @@ class LowRankKDEFit(NamedTuple):
     train_proj: Float[Array, "n_samples n_components"]
 
 
-@jax.jit
-def _ridge_solve(K, T, lam):
-    n = K.shape[0]
-    A = K + lam * n * jnp.eye(n, dtype=K.dtype)
+def _ridge_masked(K, T, lam, w, n):
+    # Padding rows/columns (w = 0) are decoupled by an identity block, and T is
+    # zero there, so B is exactly zero on them and the real block is the
+    # unpadded system (K + n lam I).
+    real = w[:, None] * w[None, :]
+    n = jnp.asarray(n, K.dtype)
+    A = jnp.where(real > 0, K, 0.0) + jnp.diag(lam * n * w + (1.0 - w))
     c = jsl.cho_factor(A, lower=True)
-    B = jsl.cho_solve(c, T)
+    B = jsl.cho_solve(c, T * w[:, None])
     # The finiteness check in the same program: in a fresh process each small
     # op outside it would compile on its own.
     return B, jnp.all(jnp.isfinite(B))
+
+
+@jax.jit
+def _ridge_solve(K, T, lam):
+    n = K.shape[0]
+    return _ridge_masked(K, T, lam, jnp.ones(n, K.dtype), n)
+
+
+def ridge_solve_padded(
+    K: Float[Array, "n_pad n_pad"], T: Float[Array, "n_pad p"], ridge, n
+) -> tuple[Float[Array, "n_pad p"], Array]:
+    """:func:`ridge_solve` on the leading ``n x n`` block of a padded system.
+
+    Rows and columns from ``n`` on are padding (``bayeskde._linalg``): they get an
+    identity block and a zero right-hand side, so the solution is the unpadded
+    one with exact zero rows appended. ``n`` may be traced (one program per
+    padded shape). Returns ``(B, all_finite)``; a non-finite ``B`` (an
+    indefinite system) is for the caller to re-solve with jitter. Jit-safe,
+    unvalidated. Cost: O(n_pad^3 + n_pad^2 p).
+    """
+    w = (jnp.arange(K.shape[0]) < n).astype(K.dtype)
+    return _ridge_masked(K, T, ridge, w, n)
 
 
 def ridge_solve(

@@ -56,11 +56,16 @@ from ..lowrank import (
 from ..lowrank.blocked import resolve_vector_kernel
 from .core import (
     LowRankKDEFit,
-    fit_kde,
     kernel_loss,
-    predict_kde_features,
 )
-from .preimage import fixed_point_preimage, linear_preimage, nearest_candidates
+from .padded import (
+    fit_padded,
+    predict_padded,
+    transform_padded,
+    unpad_fit,
+    vector_spec,
+)
+from .preimage import fixed_point_preimage, nearest_candidates
 
 __all__ = [
     "SOLVERS",
@@ -86,6 +91,11 @@ def _check_kind(X, X_fit, name, was_1d=False, owner="the estimator"):
         check_n_features(X, X_fit.shape[1], name, was_1d, owner)
 
 
+def _in_engine(kernel, data) -> bool:
+    """Whether the exact engine evaluates ``kernel`` on ``data`` itself."""
+    return not isinstance(data, tuple) and vector_spec(kernel)[0] is not None
+
+
 def _is_1d(X) -> bool:
     return getattr(X, "ndim", None) == 1
 
@@ -101,7 +111,9 @@ def _make_kernels(est):
 class _DependencyBase(BaseEstimator):
     """Shared input/output handling of the dependency estimators."""
 
-    def _setup(self, X, Y):
+    def _setup(self, X, Y, lazy=False):
+        """Validate the data, resolve both kernels; the Gram matrices, except
+        (``lazy``) those of kernels the exact engine evaluates itself (``None``)."""
         self.input_kernel_, self.output_kernel_ = _make_kernels(self)
         if self.input_kernel_.precomputed:
             K = check_gram(X, "X", what="a square Gram matrix (kernel='precomputed')")
@@ -124,14 +136,16 @@ class _DependencyBase(BaseEstimator):
                 list(self.Y_fit_) if isinstance(self.Y_fit_, tuple) else np.array(Y)
             )
             self.output_kernel_ = self.output_kernel_.fit(self.Y_fit_)
-            L = self.output_kernel_.gram(self.Y_fit_)
+            L = None
         n_x = K.shape[0] if K is not None else len(self.X_fit_)
-        n_y = L.shape[0]
+        n_y = L.shape[0] if L is not None else len(self.Y_fit_)
         if n_x != n_y:
             raise ValueError(
                 f"X and Y must have the same number of samples, got {n_x} and {n_y}"
             )
-        if K is None:
+        if L is None and not (lazy and _in_engine(self.output_kernel_, self.Y_fit_)):
+            L = self.output_kernel_.gram(self.Y_fit_)
+        if K is None and not (lazy and _in_engine(self.input_kernel_, self.X_fit_)):
             K = self.input_kernel_.gram(self.X_fit_)
         return K, L
 
@@ -258,6 +272,12 @@ class KernelDependencyEstimator(_DependencyBase):
         max_iter: most conjugate-gradient iterations of ``"falkon"``.
         key: ``jax.random`` key for the centre selection (keyword-only);
             ``None`` means ``jax.random.key(0)``.
+        memoize: reuse the output kernel PCA of an earlier exact fit in this
+            process on identical outputs with the same output kernel and
+            ``n_components`` (keyword-only; :mod:`bayeskde.kde.memo`: a bounded
+            LRU keyed by a content fingerprint, every hit checked element by
+            element). A grid search over input kernels and ridges then pays the
+            output ``eigh`` once per training set. ``False`` always recomputes.
 
     Attributes:
         input_kernel_, output_kernel_: resolved kernels with their parameters.
@@ -302,6 +322,7 @@ class KernelDependencyEstimator(_DependencyBase):
         max_iter=100,
         *,
         key=None,
+        memoize=True,
     ):
         self.input_kernel = input_kernel
         self.input_kernel_params = input_kernel_params
@@ -318,6 +339,7 @@ class KernelDependencyEstimator(_DependencyBase):
         self.block_size = block_size
         self.max_iter = max_iter
         self.key = key
+        self.memoize = memoize
 
     def fit(self, X, Y):
         """Fit on pairs (X, Y); X and Y may be arrays or lists of strings."""
@@ -330,8 +352,8 @@ class KernelDependencyEstimator(_DependencyBase):
         if self.solver != "exact":
             return self._fit_lowrank(X, Y)
         self.solver_, self.n_centers_, self.centers_ = "exact", None, None
-        K, L = self._setup(X, Y)
-        n = K.shape[0]
+        K, L = self._setup(X, Y, lazy=True)
+        n = K.shape[0] if K is not None else len(self.X_fit_)
         if self.n_components is not None:
             check_integer(self.n_components, "n_components", minimum=1, maximum=n)
         name = self.output_kernel_.name
@@ -347,10 +369,53 @@ class KernelDependencyEstimator(_DependencyBase):
                 f"preimage='fixed_point' needs output_kernel 'rbf', got {name!r}"
             )
         self.ridge_ = ridge
-        self.fit_ = fit_kde(K, L, ridge, self.n_components)
-        self.candidate_proj_ = self._setup_candidates(self.fit_.kpca, L)
+        self._padded = fit_padded(
+            self.input_kernel_, self.output_kernel_, self.X_fit_, self.Y_fit_, K, L,
+            ridge, self.n_components, bool(self.memoize))
+        self.fit_ = unpad_fit(self._padded)
+        self.candidate_proj_ = self._padded_candidates(n)
         self.n_samples_fit_ = n
         return self
+
+    def _padded_candidates(self, n):
+        """Candidate projections: public (real rows and components) and, for
+        user candidates, padded for the predict program (``_cand_padded``)."""
+        self._cand_out, self._cand_padded = None, None
+        if self.candidates is None:
+            return self.fit_.train_proj
+        if self.output_kernel_.precomputed:
+            G = as_float_array(self.candidates, "candidates", ndim=2)
+            if G.shape[1] != n:
+                raise ValueError(
+                    "with a precomputed output kernel, candidates must be the "
+                    f"(n_candidates, {n}) kernel against the training outputs"
+                )
+        else:
+            C = check_data(self.candidates, "candidates")
+            _check_kind(C, self.Y_fit_, "candidates")
+            self._cand_out = (
+                list(C) if isinstance(C, tuple) else np.array(self.candidates))
+            G = self.output_kernel_.gram(C, self.Y_fit_)
+        proj = transform_padded(self._padded, G)
+        self._cand_padded = (proj, G.shape[0])
+        return jnp.asarray(
+            np.asarray(proj)[: G.shape[0], : self._padded.n_components])
+
+    def _engine(self, X, preimage):
+        """Run the exact predict program block by block of test rows."""
+        X = self._validate_test(X)
+        cand = self._cand_padded if preimage == "candidates" else None
+        outs = []
+        for start in range(0, len(X) if isinstance(X, tuple) else X.shape[0],
+                           self.batch_size):
+            block = X[start : start + self.batch_size]
+            out, finite = predict_padded(self._padded, self.input_kernel_, block,
+                                         preimage, self.X_fit_, *(cand or ()))
+            if not finite:  # the kernel's own overflow message
+                self.input_kernel_.gram(block, self.X_fit_)
+                raise ValueError("the test-versus-training kernel is not finite")
+            outs.append(out)
+        return np.concatenate(outs)
 
     def _fit_lowrank(self, X, Y):
         """Nystroem output KPCA + Nystroem/Falkon ridge (see ``solver``)."""
@@ -448,17 +513,13 @@ class KernelDependencyEstimator(_DependencyBase):
         """The predicted output projections (f_1(x), ..., f_p(x))."""
         if getattr(self, "solver_", "exact") != "exact":
             return jnp.concatenate(list(self._lowrank_features(X)))
-        return jnp.concatenate(
-            [predict_kde_features(self.fit_, K) for K in self._cross_kernels(X)]
-        )
+        check_is_fitted(self, "n_samples_fit_")
+        return jnp.asarray(self._engine(X, "features"))
 
-    def _predict_block(self, K_test):
-        F = predict_kde_features(self.fit_, K_test)
-        if self.preimage == "linear":
-            return np.asarray(linear_preimage(self.fit_.kpca, F, self.Y_fit_)), None
+    def _predict_block(self, F):
+        """Fixed-point pre-images from the predicted projections of one block."""
+        F = jnp.asarray(F)
         idx = nearest_candidates(F, self.candidate_proj_)
-        if self.preimage == "candidates":
-            return np.asarray(idx), None
         cands = (
             self.Y_fit_ if self._cand_out is None
             else jnp.asarray(self._cand_out, self.Y_fit_.dtype).reshape(
@@ -487,13 +548,16 @@ class KernelDependencyEstimator(_DependencyBase):
                                                               self.candidate_proj_)))
             out = np.concatenate(outs)
             return self._outputs(out) if self.preimage == "candidates" else out
-        parts = [self._predict_block(K) for K in self._cross_kernels(X)]
-        out = np.concatenate([p for p, _ in parts])
-        if self.preimage == "candidates":
-            return self._outputs(out)
-        if self.preimage == "fixed_point":
-            self.fixed_point_fallback_ = np.concatenate([f for _, f in parts])
-        return out
+        if self.preimage != "fixed_point":
+            check_is_fitted(self, "n_samples_fit_")
+            out = self._engine(X, self.preimage)
+            return self._outputs(out) if self.preimage == "candidates" else out
+        check_is_fitted(self, "n_samples_fit_")
+        F = self._engine(X, "features")
+        parts = [self._predict_block(F[start : start + self.batch_size])
+                 for start in range(0, F.shape[0], self.batch_size)]
+        self.fixed_point_fallback_ = np.concatenate([f for _, f in parts])
+        return np.concatenate([p for p, _ in parts])
 
 
 class KNNDependencyEstimator(_DependencyBase):

@@ -25,7 +25,9 @@ from ..kpca.core import KPCAResult
 
 __all__ = [
     "nearest_candidates",
+    "nearest_candidates_padded",
     "feature_weights",
+    "feature_weights_padded",
     "linear_preimage",
     "fixed_point_preimage",
     "FixedPointResult",
@@ -42,7 +44,19 @@ def nearest_candidates(
     Cost: O(n_test n_candidates n_components) time and O(n_test n_candidates)
     memory (blocked callers pass slices of ``F``).
     """
-    return jnp.argmin(squared_distances(F, candidate_proj), axis=1)
+    return nearest_candidates_padded(F, candidate_proj, candidate_proj.shape[0])
+
+
+def nearest_candidates_padded(
+    F: Float[Array, "n_test n_components"],
+    candidate_proj: Float[Array, "n_pad n_components"],
+    n_candidates,
+) -> Int[Array, " n_test"]:
+    """:func:`nearest_candidates` among the first ``n_candidates`` rows only (the
+    rest are padding; ``n_candidates`` may be traced). Jit-safe."""
+    d2 = squared_distances(F, candidate_proj)
+    real = jnp.arange(candidate_proj.shape[0]) < n_candidates
+    return jnp.argmin(jnp.where(real[None, :], d2, jnp.inf), axis=1)
 
 
 @jax.jit
@@ -54,9 +68,19 @@ def feature_weights(
     Psi = mu + sum_n F_n v_n with v_n = sum_i a_in (Phi(y_i) - mu) and
     mu = mean_i Phi(y_i), so g = 1/m + A F - mean(A F).
     """
+    return feature_weights_padded(kpca, F, kpca.alphas.shape[0])
+
+
+def feature_weights_padded(
+    kpca: KPCAResult, F: Float[Array, "n_test n_components"], n
+) -> Float[Array, "n_test n_pad"]:
+    """:func:`feature_weights` of a KPCA fitted on a padded training set
+    (:func:`bayeskde.kpca.kernel_pca_padded`): the weights of the first ``n``
+    training points, zero on padding. Jit-safe."""
+    w = (jnp.arange(kpca.alphas.shape[0]) < n).astype(F.dtype)
+    n = jnp.asarray(n, F.dtype)
     AF = F @ kpca.alphas.T
-    m = kpca.alphas.shape[0]
-    return AF - jnp.mean(AF, axis=1, keepdims=True) + 1.0 / m
+    return (AF - ((AF @ w) / n)[:, None] + 1.0 / n) * w[None, :]
 
 
 @jax.jit

@@ -125,13 +125,14 @@ def split_params(name: str, params) -> tuple[tuple[str, int], Array]:
             "resolved from training data: resolve it with Kernel.fit(X) (estimators "
             "do this in fit) or pass a number"
         )
+    # Built on the host: a device-side cast compiles a program of its own.
     if name == "rbf":
-        return ("rbf", 0), jnp.asarray([params["gamma"]], dtype)
+        return ("rbf", 0), jnp.asarray(np.asarray([params["gamma"]], dtype))
     if name == "polynomial":
         return ("polynomial", params["degree"]), jnp.asarray(
-            [params["coef0"]], dtype)
+            np.asarray([params["coef0"]], dtype))
     if name in ("linear", "regression"):
-        return ("linear", 0), jnp.zeros((1,), dtype)
+        return ("linear", 0), jnp.asarray(np.zeros((1,), dtype))
     raise ValueError(f"no vector form for kernel {name!r}; one of {VECTOR_KERNELS}")
 
 

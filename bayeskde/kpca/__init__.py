@@ -13,7 +13,9 @@ from .approximate import nystroem_kpca as nystroem_kpca
 from .approximate import randomized_kpca as randomized_kpca
 from .core import KPCAResult as KPCAResult
 from .core import kernel_pca as kernel_pca
+from .core import kernel_pca_padded as kernel_pca_padded
 from .core import kpca_transform as kpca_transform
+from .core import kpca_transform_padded as kpca_transform_padded
 from .estimator import EIGENSOLVERS as EIGENSOLVERS
 from .estimator import KernelPCA as KernelPCA
 
@@ -21,6 +23,8 @@ __all__ = [
     "KPCAResult",
     "kernel_pca",
     "kpca_transform",
+    "kernel_pca_padded",
+    "kpca_transform_padded",
     "LowRankKPCA",
     "nystroem_kpca",
     "lowrank_kpca_transform",

@@ -25,9 +25,14 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from .._validation import check_gram, check_integer
-from ..kernels.algebra import center_kernel
 
-__all__ = ["KPCAResult", "kernel_pca", "kpca_transform"]
+__all__ = [
+    "KPCAResult",
+    "kernel_pca",
+    "kpca_transform",
+    "kernel_pca_padded",
+    "kpca_transform_padded",
+]
 
 class KPCAResult(NamedTuple):
     """Fitted kernel PCA.
@@ -49,22 +54,54 @@ class KPCAResult(NamedTuple):
     total_mean: Float[Array, ""]
 
 
-def _kernel_pca(K, n_components):
-    Kc = center_kernel(K)
+def _kernel_pca_masked(K, w, n, n_components):
+    """Kernel PCA of the rows/columns of ``K`` where ``w`` is 1 (the first ``n``).
+
+    Rows where ``w`` is 0 are padding (``bayeskde._linalg.pad_to_multiple``):
+    they enter neither the means nor the eigenproblem. The centred matrix is
+    zeroed off the real block and its padding diagonal set to ``-(1 + max|Kc_ii|)``,
+    so ``eigh`` sees an exactly block-diagonal matrix whose padding eigenvalues
+    sort below every real one; the leading ``n_components`` (at most ``n``) are
+    the unpadded matrix's, with exactly zero entries on padding rows.
+    """
+    n = jnp.asarray(n, K.dtype)
+    real = w[:, None] * w[None, :]
+    col = (w @ K) / n  # column means over the real rows
+    total = jnp.dot(col, w) / n
+    Kc = K - col[None, :] - col[:, None] + total
     Kc = 0.5 * (Kc + Kc.T)  # symmetrise against round-off before eigh
+    shift = 1.0 + jnp.max(jnp.abs(jnp.diagonal(Kc)) * w)
+    Kc = jnp.where(real > 0, Kc, 0.0) - jnp.diag((1.0 - w) * shift)
     evals, evecs = jnp.linalg.eigh(Kc)
     evals, evecs = evals[::-1][:n_components], evecs[:, ::-1][:, :n_components]
-    # Round-off leaves tiny negative eigenvalues on a PSD matrix: clip them.
+    # Round-off leaves tiny negative eigenvalues on a PSD matrix: clip them (the
+    # padding's negative ones become zero with the rest).
     evals = jnp.maximum(evals, 0.0)
     # Deterministic signs: the entry of largest magnitude of each vector is positive.
     idx = jnp.argmax(jnp.abs(evecs), axis=0)
     signs = jnp.sign(evecs[idx, jnp.arange(evecs.shape[1])])
     evecs = evecs * jnp.where(signs == 0, 1.0, signs)[None, :]
-    eps = jnp.finfo(K.dtype).eps * jnp.maximum(evals[0], 1.0) * K.shape[0]
+    eps = jnp.finfo(K.dtype).eps * jnp.maximum(evals[0], 1.0) * n
     inv_sqrt = jnp.where(evals > eps, 1.0 / jnp.sqrt(jnp.maximum(evals, eps)), 0.0)
-    alphas = evecs * inv_sqrt[None, :]
-    col = jnp.mean(K, axis=0)
-    return KPCAResult(evals, alphas, col, jnp.mean(col))
+    alphas = evecs * inv_sqrt[None, :] * w[:, None]
+    return KPCAResult(evals, alphas, col * w, total)
+
+
+def _kernel_pca(K, n_components):
+    w = jnp.ones(K.shape[0], K.dtype)
+    return _kernel_pca_masked(K, w, K.shape[0], n_components)
+
+
+def _transform_masked(result, K_test, w, n):
+    n = jnp.asarray(n, K_test.dtype)
+    # Test-kernel centring with the training means over real columns only.
+    Kc = (
+        K_test
+        - result.col_means[None, :]
+        - ((K_test @ w) / n)[:, None]
+        + result.total_mean
+    )
+    return Kc @ result.alphas
 
 
 _kernel_pca_jit = jax.jit(_kernel_pca, static_argnames="n_components")
@@ -105,10 +142,35 @@ def kpca_transform(
     sum_i a_in k~(x_t, x_i) (Weston et al. 2002, section 3 step 1).
     Cost: O(n_test n_samples n_components).
     """
-    Kc = (
-        K_test
-        - result.col_means[None, :]
-        - jnp.mean(K_test, axis=1)[:, None]
-        + result.total_mean
-    )
-    return Kc @ result.alphas
+    return _transform_masked(result, K_test, jnp.ones(K_test.shape[1], K_test.dtype),
+                             K_test.shape[1])
+
+
+def _row_mask(size, n, dtype):
+    return (jnp.arange(size) < n).astype(dtype)
+
+
+def kernel_pca_padded(
+    K: Float[Array, "n_pad n_pad"], n, n_components: int
+) -> KPCAResult:
+    """Kernel PCA of the leading ``n x n`` block of a padded Gram matrix.
+
+    The trailing rows and columns (``bayeskde._linalg.pad_to_multiple``) are
+    padding: they enter neither the centring nor the eigenproblem, so the result
+    equals :func:`kernel_pca` of ``K[:n, :n]`` (to round-off) with zero rows
+    appended to ``alphas`` and ``col_means``, and, for ``n_components`` above
+    ``n``, zero components appended. ``n`` may be traced, so one compiled
+    program serves every size padded to the same shape. Jit-safe, unvalidated
+    (callers validate). Cost: O(n_pad^3) time, O(n_pad^2) memory.
+    """
+    return _kernel_pca_masked(K, _row_mask(K.shape[0], n, K.dtype), n, n_components)
+
+
+def kpca_transform_padded(
+    result: KPCAResult, K_test: Float[Array, "n_test n_pad"], n
+) -> Float[Array, "n_test n_components"]:
+    """:func:`kpca_transform` against a padded training set: only the first ``n``
+    columns of ``K_test`` are training points (the rest are ignored). Jit-safe.
+    Cost: O(n_test n_pad n_components)."""
+    return _transform_masked(result, K_test, _row_mask(K_test.shape[1], n,
+                                                       K_test.dtype), n)

@@ -9,7 +9,7 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
 from bayeskde import KernelDependencyEstimator, KNNDependencyEstimator
 from bayeskde.kde import kernel_loss
-from tests.helpers import X64, count_compilations
+from tests.helpers import X64, assert_close, count_compilations
 
 ATOL = 1e-7 if X64 else 1e-3
 
@@ -228,7 +228,9 @@ def test_blocked_prediction_equals_whole(data, preimage):
                                     preimage=preimage).fit(X, Y)
     whole = est.predict(Z)
     est.batch_size = 7
-    np.testing.assert_allclose(est.predict(Z), whole, rtol=1e-6)
+    # Fixed-point iterations vmapped over 7 or 23 rows round differently in the
+    # last bits (a few float32 ulps): the suite's same-algebra tolerance.
+    assert_close(est.predict(Z), whole)
     knn = KNNDependencyEstimator(3, "rbf", {"gamma": 1.0}, "rbf", None).fit(X, Y)
     nb = knn.kneighbors(Z)
     knn.batch_size = 5
