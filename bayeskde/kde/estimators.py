@@ -372,17 +372,45 @@ class KernelDependencyEstimator(_DependencyBase):
         self._padded = fit_padded(
             self.input_kernel_, self.output_kernel_, self.X_fit_, self.Y_fit_, K, L,
             ridge, self.n_components, bool(self.memoize))
-        self.fit_ = unpad_fit(self._padded)
+        self._fit_state = {"padded": self._padded, "fit": None}
         self.candidate_proj_ = self._padded_candidates(n)
         self.n_samples_fit_ = n
         return self
+
+    @property
+    def fit_(self):
+        """The fitted :class:`KDEFit` (:class:`LowRankKDEFit` for the low-rank
+        solvers); for ``"exact"`` cut from the padded fit on first access."""
+        state = self.__dict__.get("_fit_state")
+        if state is None:
+            raise AttributeError("fit_")
+        if state["fit"] is None:
+            state["fit"] = unpad_fit(state["padded"])
+        return state["fit"]
+
+    @fit_.setter
+    def fit_(self, value):
+        self._fit_state = {"padded": None, "fit": value}
+
+    @property
+    def candidate_proj_(self):
+        """Projections of the candidate outputs (the training projections when
+        ``candidates`` is ``None``)."""
+        if "_candidate_proj" not in self.__dict__:
+            raise AttributeError("candidate_proj_")
+        proj = self._candidate_proj
+        return self.fit_.train_proj if proj is None else proj
+
+    @candidate_proj_.setter
+    def candidate_proj_(self, value):
+        self._candidate_proj = value
 
     def _padded_candidates(self, n):
         """Candidate projections: public (real rows and components) and, for
         user candidates, padded for the predict program (``_cand_padded``)."""
         self._cand_out, self._cand_padded = None, None
         if self.candidates is None:
-            return self.fit_.train_proj
+            return None  # the training projections (fit_.train_proj)
         if self.output_kernel_.precomputed:
             G = as_float_array(self.candidates, "candidates", ndim=2)
             if G.shape[1] != n:

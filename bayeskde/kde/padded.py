@@ -25,6 +25,7 @@ kernels (strings, callables, ``"precomputed"``) enter as padded Gram matrices.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -69,12 +70,29 @@ class PaddedKDE(NamedTuple):
 
 def vector_spec(kernel):
     """``(spec, theta)`` of a kernel evaluated inside the programs, or
-    ``(None, zeros)`` for one that enters as a Gram matrix (or ``None``)."""
+    ``(None, zeros)`` for one that enters as a Gram matrix (or ``None``).
+    ``theta`` is a host array."""
     if (kernel is not None and kernel.name in VECTOR_KERNELS
             and "rbf_sigma" not in kernel.params):
-        spec, theta = split_params(kernel.name, kernel.params)
-        return spec, np.asarray(theta)
+        try:
+            items = tuple(sorted(kernel.params.items()))
+            hash(items)
+        except TypeError:  # unhashable parameter values: no cache
+            return _split(kernel.name, kernel.params, float_dtype())
+        return _split_cached(kernel.name, items, float_dtype())
     return None, np.zeros((1,), float_dtype())
+
+
+def _split(name, params, dtype):
+    spec, theta = split_params(name, params)
+    return spec, np.asarray(theta, dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _split_cached(name, items, dtype):
+    spec, theta = _split(name, dict(items), dtype)
+    theta.setflags(write=False)
+    return spec, theta
 
 
 def pad_host(a, rows: int | None = None, cols: int | None = None) -> np.ndarray:

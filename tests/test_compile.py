@@ -1,0 +1,23 @@
+"""quick_jit: CPU compile options per program, and the fall-back when XLA lacks one."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from bayeskde import _compile
+from tests.helpers import count_compilations
+
+
+def test_quick_jit_matches_jit_and_does_not_recompile():
+    f = _compile.quick_jit(lambda x, k: jnp.exp(-x) * k, static_argnames="k")
+    x = jnp.linspace(0.0, 1.0, 7)
+    np.testing.assert_array_equal(f(x, k=2), jnp.exp(-x) * 2)
+    with count_compilations() as c:
+        f(x + 1.0, k=2)
+    assert c.count == 0
+
+
+def test_quick_jit_falls_back_when_an_option_is_unknown(monkeypatch):
+    monkeypatch.setattr(_compile, "CPU_COMPILE_OPTIONS", {"xla_no_such_option": 1})
+    f = _compile.quick_jit(lambda x: x + 1.0)
+    np.testing.assert_array_equal(f(jnp.ones(3)), 2.0 * np.ones(3))
+    assert not f._quick_ok
