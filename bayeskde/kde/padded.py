@@ -126,8 +126,9 @@ def _output_program(Y, n, theta, spec, n_components):
 @quick_jit(static_argnames="spec")
 def _ridge_program(X, n, theta, ridge, T, spec):
     K = X if spec is None else gram_fn(spec, theta, X, X)
-    B, finite_b = ridge_solve_padded(K, T, ridge, n)
-    return B, _finite_block(K, n, n), finite_b
+    # A non-finite K makes B non-finite: one check serves both (the fall-back
+    # path then evaluates K alone and raises the kernel's own message).
+    return ridge_solve_padded(K, T, ridge, n)
 
 
 @quick_jit(static_argnames=("spec", "preimage"))
@@ -188,20 +189,17 @@ def fit_padded(kin, kout, X, Y, K, L, ridge: float, n_components: int | None,
     spec_in, theta_in = vector_spec(kin if K is None else None)
     src_in = np.asarray(X if spec_in is not None else K)
     Xp = pad_host(src_in, n_pad, None if spec_in is not None else n_pad)
-    B, finite_k, finite_b = _ridge_program(Xp, n, theta_in, ridge, T, spec_in)
-    finite_l, finite_k, finite_b = jax.device_get((finite_l, finite_k, finite_b))
+    B, finite_b = _ridge_program(Xp, n, theta_in, ridge, T, spec_in)
+    finite_l, finite_b = jax.device_get((finite_l, finite_b))
     if not finite_l:
         kout.gram(Y)  # raises the kernel's own overflow message
         raise ValueError("the output Gram matrix is not finite")
-    if not finite_k:
-        kin.gram(X)
-        raise ValueError("the input Gram matrix is not finite")
     if hit is None and memoize:
         memo_put(key, src_out, (kp, T))
     if not finite_b:
         # An indefinite or singular system: the package's jitter policy, once,
         # on the unpadded system (a rare path; it compiles for this size).
-        K_un = kin.gram(X) if K is None else K
+        K_un = kin.gram(X) if K is None else K  # raises if K is not finite
         B_host = np.zeros(T.shape, T.dtype)
         B_host[:n] = np.asarray(ridge_solve(K_un, np.asarray(T)[:n], ridge))
         B = jnp.asarray(B_host)
