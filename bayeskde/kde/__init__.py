@@ -2,6 +2,7 @@
 
 - :mod:`.core`: output KPCA + one ridge solve onto all components, on Grams;
 - :mod:`.preimage`: candidate, linear and fixed-point pre-images;
+- :mod:`.base`: what the two dependency estimators share;
 - :mod:`.padded`: the exact estimator's compiled programs on size buckets;
 - :mod:`.memo`: the bounded memo of output kernel PCAs (``clear_memo``);
 - :mod:`.cv`: k-fold CV that reuses one eigendecomposition per (width, fold);
