@@ -80,7 +80,8 @@ def feature_weights_padded(
     w = (jnp.arange(kpca.alphas.shape[0]) < n).astype(F.dtype)
     n = jnp.asarray(n, F.dtype)
     AF = F @ kpca.alphas.T
-    return (AF - ((AF @ w) / n)[:, None] + 1.0 / n) * w[None, :]
+    mean = jnp.sum(AF * w[None, :], axis=1, keepdims=True) / n
+    return (AF - mean + 1.0 / n) * w[None, :]
 
 
 @jax.jit

@@ -66,7 +66,7 @@ def _kernel_pca_masked(K, w, n, n_components):
     """
     n = jnp.asarray(n, K.dtype)
     real = w[:, None] * w[None, :]
-    col = (w @ K) / n  # column means over the real rows
+    col = jnp.sum(K * w[:, None], axis=0) / n  # column means over the real rows
     total = jnp.dot(col, w) / n
     Kc = K - col[None, :] - col[:, None] + total
     Kc = 0.5 * (Kc + Kc.T)  # symmetrise against round-off before eigh
@@ -98,7 +98,9 @@ def _transform_masked(result, K_test, w, n):
     Kc = (
         K_test
         - result.col_means[None, :]
-        - ((K_test @ w) / n)[:, None]
+        # A row reduction, not a matrix-vector product: each row's mean is
+        # then independent of which other rows share the call.
+        - (jnp.sum(K_test * w[None, :], axis=1) / n)[:, None]
         + result.total_mean
     )
     return Kc @ result.alphas
