@@ -55,6 +55,7 @@ from .core import (
 )
 from .padded import (
     fit_padded,
+    pad_host,
     predict_padded,
     transform_padded,
     unpad_fit,
@@ -398,19 +399,21 @@ class KernelDependencyEstimator(DependencyBase):
         return jnp.asarray(self._engine(X, "features"))
 
     def _predict_block(self, F):
-        """Fixed-point pre-images from the predicted projections of one block."""
-        F = jnp.asarray(F)
-        idx = nearest_candidates(F, self.candidate_proj_)
+        """Fixed-point pre-images from the predicted projections of one block
+        (rows padded to their size bucket, so block sizes share programs)."""
+        b = F.shape[0]
+        F = jnp.asarray(pad_host(F))
+        idx = np.asarray(nearest_candidates(F, self.candidate_proj_))
+        dtype = np.dtype(self.Y_fit_.dtype)
         cands = (
-            self.Y_fit_ if self._cand_out is None
-            else jnp.asarray(self._cand_out, self.Y_fit_.dtype).reshape(
-                len(self._cand_out), -1)
+            np.asarray(self.Y_fit_) if self._cand_out is None
+            else np.asarray(self._cand_out, dtype).reshape(len(self._cand_out), -1)
         )
         res = fixed_point_preimage(
-            self.fit_.kpca, F, self.Y_fit_, cands[idx],
+            self.fit_.kpca, F, self.Y_fit_, jnp.asarray(cands[idx]),
             self.output_kernel_.params["gamma"], self.fixed_point_iter_,
         )
-        return np.asarray(res.preimages), np.asarray(res.used_fallback)
+        return np.asarray(res.preimages)[:b], np.asarray(res.used_fallback)[:b]
 
     def predict(self, X):
         """Predict outputs of the training outputs' kind (array or list of strings).

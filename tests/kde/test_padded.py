@@ -173,3 +173,16 @@ def test_pad_to_multiple_on_host_and_buckets():
     sizes = [-(-n // bucket_multiple(n)) * bucket_multiple(n) for n in range(1, 2049)]
     assert all(n <= s <= n + max(7, n / 8) for n, s in enumerate(sizes, 1))
     assert len(set(sizes)) <= 8 + 8 * 8  # 8 buckets per octave above 64
+
+
+def test_fixed_point_preimage_does_not_recompile_within_a_bucket():
+    X, Y = _data(40)
+    Z = np.random.default_rng(5).uniform(-1, 1, size=(15, 2))
+    est = KernelDependencyEstimator("rbf", {"gamma": 1.0}, "rbf", {"gamma": 0.5},
+                                    preimage="fixed_point").fit(X, Y)
+    whole = est.predict(Z)
+    with count_compilations() as compiles:
+        part = est.predict(Z[:11])  # 11 and 15 rows share the bucket of 16
+    assert compiles.count == 0
+    assert_close(part, whole[:11])
+    np.testing.assert_array_equal(est.fixed_point_fallback_.shape, (11,))
