@@ -189,7 +189,8 @@ def kde_gibbs_posterior(
     Cost: that of :func:`kde_grid_loo_losses`.
 
     Examples:
-        >>>         >>> from bayeskde.models import kde_spectra
+        >>> import numpy as np
+        >>> from bayeskde.models import kde_spectra
         >>> x = np.linspace(0.0, 1.0, 8)
         >>> D2 = (x[:, None] - x[None, :]) ** 2
         >>> T = np.c_[x - x.mean()]
