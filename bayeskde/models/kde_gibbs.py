@@ -24,8 +24,9 @@ posteriors on the paper's width grid, ``models/bayesian_kde_digits.py``):
   components at gamma_j ~ 10^-3.5 (CV's ridge), but components beyond ~50 at
   gamma_j ~ 10^1.3, i.e. predicted as zero: loss 1.469-1.493.
 
-(``models/bayesian_kde_diagnosis.py`` reproduces these.) So the width is fixed by giving each component its own noise, but every Gaussian
-model of the coordinates calls the tail components unpredictable noise, while
+``models/bayesian_kde_diagnosis.py`` reproduces these (not the hierarchical
+variant). So the width is fixed by giving each component its own noise, but every
+Gaussian model of the coordinates calls the tail components unpredictable noise, while
 predicting them with a small ridge is what makes the pre-image (the training output
 nearest to the predicted feature vector) pick the right neighbour. The Gaussian
 likelihood is misspecified for the decision the predictor serves.
