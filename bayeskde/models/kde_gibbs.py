@@ -7,17 +7,18 @@ the variance needs ~96 of the 199 components. Measured per fold (5 folds, exact
 posteriors on the paper's width grid, ``models/bayesian_kde_digits.py``):
 
 * ``scale_free`` (one amplitude per component, equal votes) puts all its mass on
-  the two narrowest widths (sigma = 0.002-0.02 x median, K_g ~ I): each of the ~100
-  low-variance components is best explained as white noise, and a narrow width makes
-  C_g = K_g + m gamma I ~ (1 + m gamma) I. RBF loss 1.867 against CV's 1.399. Per
-  component (fold 0, gamma = 1e-3), the log evidence at sigma = 0.002 x median
-  minus at CV's sigma is -389 nats summed over the 10 leading components (none
-  favours the narrow width) and +3790 over components 50-199 (all favour it).
+  the two narrowest widths (1e-3 and 1e-2 x the median distance 2.1, K_g ~ I): each
+  of the ~100 low-variance components is best explained as white noise, and a narrow
+  width makes C_g = K_g + m gamma I ~ (1 + m gamma) I. RBF loss 1.867 against CV's
+  1.399. Per component (fold 0, gamma = 1e-3), the log evidence at sigma = 1e-3 x
+  median minus at CV's sigma (1 x median) is -389 nats summed over the 10 leading
+  components (none favours the narrow width) and +3790 over components 50-199 (all
+  favour it).
 * ``shared`` (one amplitude, components weighted by their eigenvalue lambda_j,
   Q = sum_j lambda_j u_j^T C^-1 u_j) picks CV's width but a ridge of 1e-2 against
   CV's 1e-3: loss 1.481.
 * per-component signal variance with a shared noise, t_j ~ N(0, b_j K_g + s^2 I)
-  (b_j summed out on a log grid): the narrow widths come back (sigma = 0.2 x median),
+  (b_j summed out on a log grid): the narrow widths come back (sigma <= 0.1 x median),
   since a narrow K_g lets every component have its own noise level: loss 1.802.
 * per-component ridge, t_j ~ N(0, a_j^2 (K_g + rho_j I)), rho_j summed out on a
   grid (also with a hierarchical log-normal prior on rho_j): CV's width, leading
