@@ -26,8 +26,10 @@ from .diagnostics import run_svi as run_svi
 from .diagnostics import save_inference_data as save_inference_data
 from .diagnostics import summary as summary
 from .diagnostics import to_inference_data as to_inference_data
+from .sbc import SBCECDFBand as SBCECDFBand
 from .sbc import SBCResult as SBCResult
 from .sbc import replicated_nuts as replicated_nuts
+from .sbc import sbc_ecdf_band as sbc_ecdf_band
 from .sbc import sbc_rank_test as sbc_rank_test
 
 __all__ = [
@@ -53,5 +55,7 @@ __all__ = [
     "ARVIZ_MAJOR",
     "SBCResult",
     "sbc_rank_test",
+    "SBCECDFBand",
+    "sbc_ecdf_band",
     "replicated_nuts",
 ]

@@ -9,6 +9,11 @@ independent NUTS chains, one per replication with its own adaptation, as one
 compiled program (vmap of NumPyro's functional ``hmc`` with the data as dynamic
 arguments), so R = 100s costs one compilation.
 
+:func:`sbc_ecdf_band` gives the ECDF-difference view of the ranks (Saeilynoja,
+Buerkner and Vehtari 2022): the ECDF of the scaled ranks minus the uniform CDF, with
+a band that holds the whole curve of a calibrated sampler with probability
+``prob`` (simultaneous, not pointwise), found by simulating uniform ranks.
+
 The draws should be close to independent (the theorem assumes it): thin the chain
 until the effective sample size is near L (:func:`replicated_nuts` returns every
 ``thin``-th draw; check the ESS, e.g. ``numpyro.diagnostics.effective_sample_size``).
@@ -30,6 +35,8 @@ from .._validation import check_integer
 
 __all__ = [
     "SBCResult",
+    "SBCECDFBand",
+    "sbc_ecdf_band",
     "sbc_rank_test",
     "replicated_nuts",
 ]
@@ -89,6 +96,78 @@ def sbc_rank_test(draws, truths, bins: int = 10) -> SBCResult:
     p_pooled = float(stats.chisquare(counts.sum(0)).pvalue)
     return SBCResult(ranks, counts, p_each, p_pooled,
                      float(min(1.0, p_each.min() * len(p_each))))
+
+
+class SBCECDFBand(NamedTuple):
+    """ECDF difference of SBC ranks with its simultaneous band.
+
+    Attributes:
+        z: ``(Z,)`` evaluation points in (0, 1).
+        ecdf_diff: ``(P, Z)`` ECDF of the scaled ranks minus the uniform CDF.
+        lower, upper: ``(Z,)`` band of the ECDF difference.
+        inside: ``(P,)`` whether each parameter's curve stays in the band.
+        gamma: the pointwise level that gives the simultaneous ``prob``.
+    """
+
+    z: np.ndarray
+    ecdf_diff: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    inside: np.ndarray
+    gamma: float
+
+
+def sbc_ecdf_band(key: jax.Array, ranks, L: int, prob: float = 0.95,
+                  n_sims: int = 2000) -> SBCECDFBand:
+    """ECDF-difference curves of SBC ranks and a simultaneous band.
+
+    The ranks r in {0..L} are uniform under calibration, so at z_k = k / (L + 1)
+    (k = 1..L, at most 99 points) R F(z_k) is Binomial(R, z_k). Each of ``n_sims``
+    simulated uniform rank sets gets its smallest two-sided binomial tail
+    probability over z; gamma is the (1 - prob) quantile of those minima, and the
+    band is the binomial central (1 - gamma) interval at every z (Saeilynoja et
+    al. 2022, section 2.2, simulation method), so a calibrated sampler's whole
+    curve stays inside with probability ``prob``.
+
+    Args:
+        key: JAX PRNG key for the simulated uniform ranks.
+        ranks: ``(R, P)`` or ``(R,)`` ranks (:attr:`SBCResult.ranks`).
+        L: number of posterior draws per replication.
+        prob: simultaneous coverage of the band.
+        n_sims: simulated rank sets.
+
+    Raises:
+        ValueError: ranks outside 0..L, ``prob`` outside (0, 1).
+
+    Cost: O(n_sims R Z) time, O(n_sims Z) memory.
+    """
+    L = check_integer(L, "L", minimum=1)
+    n_sims = check_integer(n_sims, "n_sims", minimum=10)
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"prob must be in (0, 1), got {prob}")
+    ranks = np.asarray(ranks)
+    ranks = ranks[:, None] if ranks.ndim == 1 else ranks
+    if ranks.ndim != 2 or ranks.min() < 0 or ranks.max() > L:
+        raise ValueError(f"ranks must be (R, P) integers in 0..{L}")
+    R = ranks.shape[0]
+    step = max(1, (L + 1) // 100)
+    k = np.arange(step, L + 1, step)
+    z = k / (L + 1)
+
+    def counts(r):  # (..., R) -> (..., Z): number of ranks below z (L + 1)
+        return np.sum(r[..., None] < k, axis=-2)
+
+    def tail(c):  # two-sided binomial tail probability of the counts
+        return np.minimum(1.0, 2.0 * np.minimum(stats.binom.cdf(c, R, z),
+                                                stats.binom.sf(c - 1, R, z)))
+
+    sims = np.asarray(jax.random.randint(key, (n_sims, R), 0, L + 1))
+    gamma = float(np.quantile(tail(counts(sims)).min(axis=1), 1.0 - prob))
+    lo = stats.binom.ppf(gamma / 2, R, z) / R - z
+    hi = stats.binom.ppf(1.0 - gamma / 2, R, z) / R - z
+    diff = counts(ranks.T) / R - z
+    inside = np.all((diff >= lo - 1e-12) & (diff <= hi + 1e-12), axis=1)
+    return SBCECDFBand(z, diff, lo, hi, inside, gamma)
 
 
 def replicated_nuts(

@@ -24,13 +24,16 @@ from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
 from .kde import LIKELIHOODS as LIKELIHOODS
 from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
 from .kde import BayesianKDEPrior as BayesianKDEPrior
+from .kde import KDEGibbsPosterior as KDEGibbsPosterior
 from .kde import KDESpectra as KDESpectra
 from .kde import bayesian_kde_grid_model as bayesian_kde_grid_model
 from .kde import bayesian_kde_model as bayesian_kde_model
 from .kde import kde_bma_features as kde_bma_features
+from .kde import kde_gibbs_posterior as kde_gibbs_posterior
 from .kde import kde_grid_bma_features as kde_grid_bma_features
 from .kde import kde_grid_log_joint as kde_grid_log_joint
 from .kde import kde_grid_loglik as kde_grid_loglik
+from .kde import kde_grid_loo_losses as kde_grid_loo_losses
 from .kde import kde_spectra as kde_spectra
 from .kde import n_components_for_variance as n_components_for_variance
 from .kde import scale_free_gp_logpdf as scale_free_gp_logpdf
@@ -90,6 +93,9 @@ __all__ = [
     "kde_grid_bma_features",
     "kde_grid_log_joint",
     "kde_grid_loglik",
+    "KDEGibbsPosterior",
+    "kde_gibbs_posterior",
+    "kde_grid_loo_losses",
     "kde_spectra",
     "n_components_for_variance",
     "simulate_kernel_gp_part",
