@@ -9,13 +9,14 @@ waits on a futex and the program never returns. A gdb stack of the hung local
 Twin GP (m = 10^5, k = 100) shows exactly that, one pool thread in ``dpotrf``
 and the other in ``dsyevd``. The project therefore pins ``jax<0.10``. This test
 runs the smallest program that hung (independent batched Cholesky and eigh in
-one jit, called 100 times) in a child process with a time limit, so that a jax that
-brings the deadlock back fails here instead of hanging the suite.
+one jit, called 40 times) in a child process and watches its CPU time, so that a
+jax that brings the deadlock back fails here instead of hanging the suite.
 """
 
 import os
 import subprocess
 import sys
+import time
 
 import jax
 import pytest
@@ -41,17 +42,38 @@ print("finished")
 """
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads (Linux /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_concurrent_batched_lapack_calls_finish():
     # With jaxlib 0.10.2 on 2 cores 200 iterations hung in all 6 runs (3 of them
     # under XLA flags that did not help) while 5 passed; in 3 more runs the hang
-    # came after 10, 20 and 28 calls. 0.9.2 runs 200 in 10-12 s on an idle
-    # machine, so 100 keep the test short and still far past the hang.
+    # came after 10, 20 and 28 calls. A deadlocked program stops using CPU (every
+    # pool thread waits on a futex), while a slow one on a loaded machine (CI runs
+    # two suites side by side; 100 calls once took over 240 s there) keeps using
+    # it: the test fails when the child's CPU time stops growing for 60 s, not
+    # on a wall-clock limit. 0.9.2 runs the 40 calls in about 2 s on idle cores.
     env = {**os.environ, "JAX_ENABLE_X64": "1" if jax.config.jax_enable_x64 else "0"}
-    try:
-        proc = subprocess.run([sys.executable, "-c", PROGRAM, "100"], env=env,
-                              capture_output=True, text=True, timeout=240)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"jax {jax.__version__}: concurrent batched Cholesky and eigh "
-                    "did not finish in 240 s (the jaxlib 0.10 thread-pool deadlock)")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "finished"
+    proc = subprocess.Popen([sys.executable, "-c", PROGRAM, "40"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last_cpu, last_change = 0.0, time.monotonic()
+    while proc.poll() is None:
+        time.sleep(1.0)
+        try:
+            cpu = _cpu_seconds(proc.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            break  # exited between poll() and the read
+        if cpu > last_cpu + 0.05:
+            last_cpu, last_change = cpu, time.monotonic()
+        elif time.monotonic() - last_change > 60.0:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"jax {jax.__version__}: concurrent batched Cholesky and eigh "
+                        "stopped using CPU for 60 s without finishing (the jaxlib "
+                        "0.10 thread-pool deadlock)")
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert out.strip() == "finished"
