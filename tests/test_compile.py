@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskde import _compile
+from bayeskde import cache as _compile
 from tests.helpers import assert_close, count_compilations
 
 

@@ -233,8 +233,9 @@ class KernelDependencyEstimator(DependencyBase):
 
     @property
     def fit_(self):
-        """The fitted :class:`KDEFit` (:class:`LowRankKDEFit` for the low-rank
-        solvers); for ``"exact"`` cut from the padded fit on first access."""
+        # Documented under the class's Attributes (a docstring here would make
+        # autodoc describe it twice). The exact solver keeps the padded fit and
+        # cuts the unpadded KDEFit from it on first access.
         state = self.__dict__.get("_fit_state")
         if state is None:
             raise AttributeError("fit_")

@@ -33,9 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._compile import quick_jit
 from .._linalg import bucket_multiple, pad_to_multiple
 from .._typing import float_dtype
+from ..cache import quick_jit
 from ..kernels.standard import VECTOR_KERNELS, gram_fn, split_params
 from ..kpca.core import KPCAResult, kernel_pca_padded, kpca_transform_padded
 from .core import KDEFit, ridge_solve, ridge_solve_padded
