@@ -19,14 +19,18 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 
 def run(name: str, out: Path) -> int:
     argv = sys.argv
-    sys.argv = [str(MODELS / f"{name}.py"), "--quick", "--out", str(out / f"{name}.json")]
-    with open(out / f"{name}.stdout", "w") as so, open(out / f"{name}.stderr", "w") as se:
+    script, json_out = str(MODELS / f"{name}.py"), str(out / f"{name}.json")
+    sys.argv = [script, "--quick", "--out", json_out]
+    so, se = open(out / f"{name}.stdout", "w"), open(out / f"{name}.stderr", "w")
+    with so, se:
         with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
             try:
                 runpy.run_path(sys.argv[0], run_name="__main__")
                 code = 0
             except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+                code = exc.code
+                if not isinstance(code, int):
+                    code = int(code is not None)
             except BaseException:  # noqa: BLE001 - reported to the test, not raised
                 traceback.print_exc()
                 code = 1
