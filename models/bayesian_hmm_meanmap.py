@@ -186,7 +186,7 @@ def main(argv=None):
     enable_x64()
     timer = Timer()
     if args.quick:
-        args.num_samples = min(args.num_samples, 100)
+        args.num_samples = min(args.num_samples, 50)
     n, folds, length = (12, 2, 40) if args.quick else (40, 3, 60)
     key = jax.random.key(args.seed)
     k_cat, k_gau, k_dna, k_run = jax.random.split(key, 4)

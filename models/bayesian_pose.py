@@ -14,7 +14,7 @@ marker reconstruction error of the top-mass mode, the best-of-2 angle error,
 and the single-prediction errors of the baselines of ``pose_tgp.py`` (TGP-KL,
 GP mean, weighted 1-NN and 5-NN, median-heuristic bandwidths x 4).
 
-Run ``python models/bayesian_pose.py`` (``--seed``), ``--quick`` for 200 / 100.
+Run ``python models/bayesian_pose.py`` (``--seed``), ``--quick`` for 120 / 60.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main(argv=None) -> dict:
     from bayeskde.tgp import TwinGP, gp_predict, weighted_knn_predict
 
     timer = Timer()
-    n_train, n_test = (200, 100) if args.quick else (600, 300)
+    n_train, n_test = (120, 60) if args.quick else (600, 300)
     data = make_arm_pose(jax.random.key(args.seed), n_train, n_test)
     X, Y, Z = data.x_train, data.theta_train, data.x_test
     gx, gy = 4 * median_gamma(X), 4 * median_gamma(Y)
@@ -46,8 +46,8 @@ def main(argv=None) -> dict:
         "wknn_5": errors(weighted_knn_predict(X, Y, Z, n_neighbors=5), data),
     }
     fit = fit_inverse_gp(jax.random.key(args.seed + 1), X, Y,
-                         num_warmup=100 if args.quick else 500,
-                         num_samples=100 if args.quick else 500,
+                         num_warmup=50 if args.quick else 500,
+                         num_samples=50 if args.quick else 500,
                          progress_bar=False, n_replicates=10)
     pr = inverse_gp_predictive(fit, Z, n_draws=20, k=2, mode_radius=0.3)
     top = pr.modes[:, 0]

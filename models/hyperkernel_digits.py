@@ -60,7 +60,7 @@ def main(argv=None):
         test = test[:60]
     Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
     med = median_heuristic(Xtr)
-    sigmas = [0.25 * med, 0.5 * med] if args.quick else [
+    sigmas = [0.5 * med] if args.quick else [
         0.125 * med, 0.25 * med, 0.5 * med, med]
     sigma_hs = [0.0, med] if args.quick else [0.0, 0.5 * med, med, 2 * med]
 

@@ -9,8 +9,9 @@ scores on a noisy held-out set. Writes one JSON per seed and the table to
 ``results/sshape_bayes_eval.json``.
 
 Run ``python models/sshape_bayes_eval.py --seeds 10`` (75-250 s a seed on one
-shared core, 26 minutes for 10 seeds), ``--quick`` for one seed with short
-chains. Measured (float64, seeds 0-9, mean ± s.e., shared 2-core machine):
+shared core, 26 minutes for 10 seeds), ``--quick`` for one seed with the
+short chains of ``bayeskde demo --quick``.
+Measured (float64, seeds 0-9, mean ± s.e., shared 2-core machine):
 
     noise-free test grid  MAE      best-of-2  CRPS     log p   90% cov
     tgp_published         0.1111   -          0.0982   0.764   0.781
@@ -62,8 +63,13 @@ def main(argv=None):
     from bayeskde.apps.sshape_bayes import evaluate_seed
 
     seeds = [args.seed] if args.quick else list(range(args.seeds))
-    kw = dict(num_warmup=100, num_samples=100, n_draws=5, n_grid=300) \
-        if args.quick else {}
+    kw = {}
+    if args.quick:  # the quick configuration of ``bayeskde demo``
+        from bayeskde.apps.demo import QUICK
+
+        kw = dict(n_train=QUICK["n_train"], num_warmup=QUICK["warmup"],
+                  num_samples=QUICK["samples"], num_chains=QUICK["chains"],
+                  n_draws=QUICK["n_draws"], n_grid=QUICK["n_grid"])
     runs = []
     for s in seeds:
         runs.append(evaluate_seed(s, **kw))

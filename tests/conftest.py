@@ -1,13 +1,29 @@
-"""Shared test configuration: strict rank promotion, a seeded key, dtype tolerances."""
+"""Shared test configuration: compile options, strict rank promotion, a seeded
+key, dtype tolerances."""
 
 import os
 import subprocess
 import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import pytest
+# The suite compiles about 4,000 XLA programs per precision, most of them once,
+# and spends two thirds of its time in XLA's CPU compiler. It compiles them with
+# LLVM optimisation level 0 and XLA's classic loop emitters (as quick_jit does
+# for the KDE engine's programs at level 1): half the compile time, the same
+# programs. The results are IEEE arithmetic either way; float32 roundings may
+# differ in the last bits, which every float32 tolerance of the suite allows.
+# Speed is measured in bench/ with XLA's defaults. BAYESKDE_TEST_XLA_DEFAULTS=1
+# runs the suite with XLA's default options. Set before JAX creates its backend;
+# the suite's subprocesses inherit it.
+SUITE_XLA_FLAGS = ("--xla_backend_optimization_level=0 "
+                   "--xla_cpu_use_fusion_emitters=false")
+_flags = os.environ.get("XLA_FLAGS", "")
+if not os.environ.get("BAYESKDE_TEST_XLA_DEFAULTS") and SUITE_XLA_FLAGS not in _flags:
+    os.environ["XLA_FLAGS"] = f"{_flags} {SUITE_XLA_FLAGS}".strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -49,7 +65,8 @@ def run_on_host_devices(script: str, out_path, n_devices: int = 8):
     root, ``sys.argv[1]`` is ``out_path``) in a subprocess with ``n_devices``
     forced CPU devices and the suite's precision; return the ``.npz`` it wrote."""
     env = {**os.environ,
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={n_devices}",
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                        f"--xla_force_host_platform_device_count={n_devices}",
            "JAX_PLATFORMS": "cpu",
            "JAX_ENABLE_X64": "1" if X64 else "0"}
     proc = subprocess.run(

@@ -118,7 +118,10 @@ def test_two_processes_equal_one(tmp_path):
     with socket.socket() as sock:  # a free port for the coordinator
         sock.bind(("localhost", 0))
         port = str(sock.getsockname()[1])
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    # The children compile with this process's options (tests/conftest.py), so
+    # both sides run the same programs.
+    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                                      "--xla_force_host_platform_device_count=2",
            "JAX_PLATFORMS": "cpu", "JAX_ENABLE_X64": "1" if X64 else "0"}
     procs = [subprocess.Popen(
         [sys.executable, "-c", MULTIHOST.format(root=ROOT),

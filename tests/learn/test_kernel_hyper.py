@@ -113,14 +113,22 @@ def test_twin_gp_from_params_builds_the_transform():
         twin_gp_from_params(p, ridge=-1.0)
 
 
-def test_fit_kernel_hyper_end_to_end(key, tmp_path):
-    from bayeskde.infer import load_inference_data, save_inference_data
-    from bayeskde.models.kernel_hyper import KernelHyperPrior
+@pytest.fixture(scope="module")
+def hyper_fit():
+    """One NUTS fit of the kernel hyperparameter model on 20 S-shape points
+    (degrees up to 2 x 2, 2 chains x 30 draws, with PSIS-LOO and the posterior
+    predictive), shared by the tests that read a fit."""
+    X, Y = _sshape(n=20)
+    fit = fit_kernel_hyper(jax.random.key(0), X, Y,
+                           KernelHyperPrior(max_degree_x=2, max_degree_y=2),
+                           num_warmup=30, num_samples=30, progress_bar=False)
+    return fit, X, Y
 
-    X, Y = _sshape(n=15)
-    prior = KernelHyperPrior(max_degree_x=2, max_degree_y=2)
-    fit = fit_kernel_hyper(key, X, Y, prior, num_warmup=30, num_samples=30,
-                           progress_bar=False)
+
+def test_fit_kernel_hyper_end_to_end(hyper_fit, key, tmp_path):
+    from bayeskde.infer import load_inference_data, save_inference_data
+
+    fit, X, Y = hyper_fit
     assert fit.degree_posterior.shape == (2, 2)
     np.testing.assert_allclose(fit.degree_posterior.sum(), 1.0, rtol=1e-6)
     assert fit.map_params["degree_x"] in (1, 2)
@@ -128,7 +136,7 @@ def test_fit_kernel_hyper_end_to_end(key, tmp_path):
     assert ll.dims == ("chain", "draw", "sample") and np.all(np.isfinite(ll))
     pp = fit.idata.posterior_predictive
     assert pp["y"].dims == ("chain", "draw", "sample", "output")
-    assert pp["y"].shape == (2, 30, 15, 1) and np.all(np.isfinite(pp["y"]))
+    assert pp["y"].shape == (2, 30, 20, 1) and np.all(np.isfinite(pp["y"]))
     assert set(np.unique(pp["d1"])) <= {1, 2} and set(np.unique(pp["d2"])) <= {1, 2}
     # the replicates scatter around the data on the data's scale
     obs = fit.idata.observed_data["y"].values
@@ -193,15 +201,12 @@ def test_psis_weights_are_normalised_and_diagnosed(rng):
         psis_log_weights(np.array([np.nan, 1.0]))
 
 
-def test_bma_kde_per_draw_equals_kde_with_the_draws_kernels(key):
+def test_bma_kde_per_draw_equals_kde_with_the_draws_kernels(hyper_fit):
     from bayeskde import KernelDependencyEstimator
     from bayeskde.kernels.transforms import fit_polynomial_transform
     from bayeskde.learn import bma_kde_predict
-    from bayeskde.models.kernel_hyper import KernelHyperPrior
 
-    X, Y = _sshape(n=20)
-    fit = fit_kernel_hyper(key, X, Y, KernelHyperPrior(max_degree_x=2, max_degree_y=2),
-                           num_warmup=20, num_samples=20, progress_bar=False, loo=False)
+    fit, X, Y = hyper_fit
     Z = np.linspace(0, 1, 7)[:, None]
     mean, per, draws = bma_kde_predict(jax.random.key(3), fit, X, Y, Z, n_draws=2)
     np.testing.assert_allclose(mean, per.mean(0))
@@ -224,15 +229,11 @@ def test_bma_kde_per_draw_equals_kde_with_the_draws_kernels(key):
         np.testing.assert_allclose(pred, ref.predict(Z))
 
 
-def test_bma_predictive_follows_the_mixture_over_kernel_draws(key):
+def test_bma_predictive_follows_the_mixture_over_kernel_draws(hyper_fit, key):
     """Pooled draws over two posterior kernels follow the equal mixture of the
     two grid-normalised densities (Kolmogorov distance at each test input), and
     the mode is a draw near the mixture's highest density."""
-    X, Y = _sshape(n=25)
-    fit = fit_kernel_hyper(key, X, Y, KernelHyperPrior(max_degree_x=1,
-                                                       max_degree_y=1),
-                           num_warmup=20, num_samples=20, progress_bar=False,
-                           loo=False, posterior_predictive=False)
+    fit, X, Y = hyper_fit
     tau = 0.05
     Z = np.array([[0.4], [0.7]])
     kw = dict(num_chains=2, num_warmup=80, num_samples=80, n_resample=1000,
