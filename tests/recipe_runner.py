@@ -11,6 +11,7 @@ imported once and programs two scripts share are compiled once.
 import contextlib
 import runpy
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -42,5 +43,7 @@ if __name__ == "__main__":
     out_dir = Path(sys.argv[1])
     sys.path.insert(0, str(MODELS))  # the scripts import their shared _common
     for script in sys.argv[2:]:
+        start = time.perf_counter()
         status = run(script, out_dir)
         (out_dir / f"{script}.status").write_text(str(status))
+        (out_dir / f"{script}.seconds").write_text(f"{time.perf_counter() - start:.1f}")
