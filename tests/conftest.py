@@ -74,3 +74,21 @@ def run_on_host_devices(script: str, out_path, n_devices: int = 8):
         env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return np.load(out_path)
+
+
+def pytest_collection_finish(session):
+    """Start the runs of the ``models/`` scripts (tests/test_recipes.py) in a
+    child process now, when they are selected: most of the suite compiles on one
+    core, the scripts run on the other."""
+    if any(item.path.name == "test_recipes.py" for item in session.items):
+        from tests.test_recipes import RUNS, start_runs
+
+        session.config.stash[RUNS] = start_runs()
+
+
+def pytest_sessionfinish(session):
+    from tests.test_recipes import RUNS, stop_runs
+
+    started = session.config.stash.get(RUNS, None)
+    if started is not None:
+        stop_runs(started)
