@@ -38,25 +38,10 @@ from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, autoguide
 from .._validation import check_integer, check_positive
 
 __all__ = [
-    "run_nuts",
-    "run_svi",
-    "SVIFit",
-    "to_inference_data",
-    "convergence_report",
-    "check_convergence",
-    "summary",
-    "compare_models",
-    "save_inference_data",
-    "load_inference_data",
-    "plot_trace",
-    "plot_rank",
-    "plot_posterior",
-    "plot_ppc",
-    "plot_pit",
-    "group_names",
-    "psis_log_weights",
-    "drop_failed_chains",
-    "ARVIZ_MAJOR",
+    "run_nuts", "run_svi", "SVIFit", "to_inference_data", "convergence_report",
+    "check_convergence", "summary", "compare_models", "save_inference_data",
+    "load_inference_data", "plot_trace", "plot_rank", "plot_posterior", "plot_ppc",
+    "plot_pit", "group_names", "psis_log_weights", "drop_failed_chains", "ARVIZ_MAJOR",
 ]
 
 #: Major version of the installed ArviZ: 0 (InferenceData) or 1 (DataTree).
@@ -180,7 +165,7 @@ def _expose_numpyro_initialization() -> None:
 
 
 def to_inference_data(
-    mcmc: MCMC,
+    mcmc: MCMC | Mapping,
     *,
     coords: Mapping | None = None,
     dims: Mapping | None = None,
@@ -191,6 +176,9 @@ def to_inference_data(
     group_dims: Mapping[str, Mapping] | None = None,
 ):
     """Inference data with posterior, sample_stats, log_likelihood, observed_data.
+
+    ``mcmc`` is a NumPyro ``MCMC`` or a mapping of posterior draws shaped
+    ``(chain, draw, ...)`` from another exact method (no sample_stats then).
 
     ``coords`` and ``dims`` name the axes (e.g. ``{"component": [...]}`` and
     ``{"T": ["component", "sample"]}``) so no ``x_dim_0`` is left;
@@ -223,19 +211,19 @@ def to_inference_data(
     def dims_for(group):
         return {**dict(dims or {}), **dict(group_dims.get(group, {}))}
 
-    if _AZ1:
-        _expose_numpyro_initialization()
-    # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
-    # rank promotion; allow it here so a user's strict setting does not break it.
-    with jax.numpy_rank_promotion("allow"):
-        idata = az.from_numpyro(
-            mcmc,
-            coords=dict(coords or {}),
-            dims=dims_for("posterior"),
-            log_likelihood=log_likelihood is None,
-        )
+    draws = mcmc if isinstance(mcmc, Mapping) else None
+    if draws is None:
+        if _AZ1:
+            _expose_numpyro_initialization()
+        # ArviZ re-traces the model through NumPyro, whose transforms broadcast by
+        # rank promotion; allow it so a user's strict setting does not break it.
+        with jax.numpy_rank_promotion("allow"):
+            idata = az.from_numpyro(
+                mcmc, coords=dict(coords or {}), dims=dims_for("posterior"),
+                log_likelihood=log_likelihood is None)
     extra = {}
-    for group, values in (("posterior_predictive", posterior_predictive),
+    for group, values in (("posterior", draws),
+                          ("posterior_predictive", posterior_predictive),
                           ("log_likelihood", log_likelihood),
                           ("observed_data", observed_data),
                           ("constant_data", constant_data)):
@@ -247,6 +235,10 @@ def to_inference_data(
             extra[group] = az.from_dict({group: arrays}, **kwargs)[group]
         else:
             extra[group] = az.from_dict(**{group: arrays}, **kwargs)[group]
+    if draws is not None:
+        import xarray as xr  # ArviZ's own dependency
+
+        return xr.DataTree.from_dict(extra) if _AZ1 else az.InferenceData(**extra)
     if _AZ1 or not extra:
         for group, node in extra.items():
             idata[group] = node

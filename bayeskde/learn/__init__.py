@@ -4,6 +4,8 @@
   from its draws, and the Twin GP predictive distribution.
 - :mod:`.inverse_gp`: the generative inverse model (a GP on the forward map,
   inverted by Bayes' rule) and its multimodal predictive.
+- :mod:`.quadrature`: the inverse model's posterior by per-pair adaptive
+  quadrature (independent draws, no chains).
 - :mod:`.modes`: top-k modes of a predictive with their masses.
 """
 
@@ -23,6 +25,9 @@ from .kernel_hyper import sample_tgp_predictive as sample_tgp_predictive
 from .kernel_hyper import tgp_grid_log_probs as tgp_grid_log_probs
 from .kernel_hyper import twin_gp_from_params as twin_gp_from_params
 from .modes import top_k_modes as top_k_modes
+from .quadrature import QuadraturePosterior as QuadraturePosterior
+from .quadrature import QuadratureReport as QuadratureReport
+from .quadrature import quadrature_posterior as quadrature_posterior
 
 __all__ = [
     "KernelHyperFit",
@@ -41,4 +46,7 @@ __all__ = [
     "inverse_gp_predictive",
     "InverseGPRegressor",
     "top_k_modes",
+    "QuadraturePosterior",
+    "QuadratureReport",
+    "quadrature_posterior",
 ]

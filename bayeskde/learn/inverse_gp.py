@@ -30,12 +30,17 @@ from .._validation import as_float_array, check_integer
 from ..models.inverse_gp import (
     InverseGPData,
     InverseGPPrior,
+    inverse_gp_log_density,
     inverse_gp_log_probs,
     inverse_gp_model,
+    inverse_gp_point,
     inverse_gp_replicate,
+    pair_log_joint,
     prepare_inverse_gp_data,
 )
+from ..tgp import tgp_minimize
 from .modes import top_k_modes
+from .quadrature import quadrature_posterior
 
 __all__ = [
     "InverseGPFit",
@@ -74,9 +79,9 @@ class InverseGPFit(NamedTuple):
 
 def fit_inverse_gp(
     key: jax.Array, X, Y, prior: InverseGPPrior | None = None, *,
-    num_warmup: int = 500, num_samples: int = 500, num_chains: int = 4,
-    progress_bar: bool = True, posterior_predictive: bool = True,
-    n_replicates: int = 100,
+    method: str = "nuts", num_warmup: int = 500, num_samples: int = 500,
+    num_chains: int = 4, progress_bar: bool = True,
+    posterior_predictive: bool = True, n_replicates: int = 100,
 ) -> InverseGPFit:
     """Posterior of the forward GP (F) of :mod:`bayeskde.models.inverse_gp`.
 
@@ -85,33 +90,57 @@ def fit_inverse_gp(
         X: ``(m, d_x)`` inputs of the inverse problem (the forward GP's targets).
         Y: ``(m, d_y)`` outputs (the forward GP's inputs); 1-D allowed.
         prior: :class:`InverseGPPrior` (default: its defaults).
+        method: ``"nuts"`` (``num_chains`` chains of ``num_warmup`` +
+            ``num_samples``; ``report`` is a
+            :class:`bayeskde.infer.ConvergenceReport`) or ``"quadrature"``
+            (:func:`bayeskde.learn.quadrature.quadrature_posterior`:
+            ``num_chains`` x ``num_samples`` independent draws of the same
+            posterior, ``report`` a
+            :class:`~bayeskde.learn.quadrature.QuadratureReport`). Use the
+            quadrature when pairs of different amplitudes share the mass
+            (NUTS's chains then stay in one mode each: R-hat above 1.01).
         posterior_predictive: draw ``n_replicates`` replicates of X (evenly
             thinned draws) for the posterior predictive check.
 
     Raises:
         ValueError: bad data or sampler settings, before any sampling.
 
-    Cost: O(n_gamma D m^3) once, then O(n_gamma D m d_x) per gradient.
+    Cost: O(n_gamma D m^3) once, then O(n_gamma D m d_x) per gradient (NUTS)
+    or per grid point (quadrature, about 5,000 points).
     """
+    if method not in ("nuts", "quadrature"):
+        raise ValueError(f"method must be 'nuts' or 'quadrature', got {method!r}")
     t0 = time.perf_counter()
     prior = InverseGPPrior() if prior is None else prior
     data = prepare_inverse_gp_data(Y, X, prior)
-    mcmc = infer.run_nuts(
-        key, inverse_gp_model, data, prior, num_warmup=num_warmup,
-        num_samples=num_samples, num_chains=num_chains, progress_bar=progress_bar,
-    )
+    if method == "nuts":
+        mcmc = infer.run_nuts(
+            key, inverse_gp_model, data, prior, num_warmup=num_warmup,
+            num_samples=num_samples, num_chains=num_chains,
+            progress_bar=progress_bar)
+        samples = {k: np.asarray(v) for k, v in
+                   mcmc.get_samples(group_by_chain=True).items()}
+        pe = np.asarray(mcmc.get_extra_fields(group_by_chain=True)[
+            "potential_energy"])
+        c, s = np.unravel_index(np.argmin(pe), pe.shape)
+        lj = np.asarray(samples["pair_log_joint"], np.float64)  # (C, S, G, D)
+        map_params = {k: float(samples[k][c, s]) for k in _CONTINUOUS}
+        map_pair = np.unravel_index(np.argmax(lj[c, s]), lj.shape[-2:])
+    else:
+        check_integer(num_samples, "num_samples", minimum=1)
+        check_integer(num_chains, "num_chains", minimum=1)
+        q = quadrature_posterior(key, data, prior,
+                                 n_draws=num_chains * num_samples)
+        mcmc, samples = None, _quadrature_samples(q, data, num_chains, num_samples)
+        lj = samples["pair_log_joint"]
+        map_pair = np.unravel_index(q.map_pair, data.n_rest.shape)
+        mu, mv = q.mode[map_pair]
+        map_params = {"amplitude": float(np.exp(mu)), "noise": float(np.exp(mv))}
     runtime = time.perf_counter() - t0
-    samples = mcmc.get_samples(group_by_chain=True)
-    lj = np.asarray(samples["pair_log_joint"], np.float64)  # (C, S, G, D)
     cond = np.exp(lj - lj.max(axis=(-2, -1), keepdims=True))
     cond /= cond.sum(axis=(-2, -1), keepdims=True)
-    pair_posterior = cond.mean(axis=(0, 1))
-    pe = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["potential_energy"])
-    c, s = np.unravel_index(np.argmin(pe), pe.shape)
-    g, d = np.unravel_index(np.argmax(lj[c, s]), lj.shape[-2:])
-    map_params = {k: float(samples[k][c, s]) for k in _CONTINUOUS}
-    map_params.update(gamma=float(data.gammas[g]), degree=int(d) + 1,
-                      pair_index=(int(g), int(d)))
+    g, d = (int(i) for i in map_pair)
+    map_params.update(gamma=float(data.gammas[g]), degree=d + 1, pair_index=(g, d))
     coords = {"gamma": np.asarray(data.gammas),
               "degree": np.arange(1, prior.max_degree + 1),
               "sample": np.arange(data.X.shape[0]),
@@ -120,24 +149,43 @@ def fit_inverse_gp(
     pp = None
     if posterior_predictive:
         n_rep = check_integer(n_replicates, "n_replicates", minimum=1)
-        flat = np.linspace(0, pe.size - 1, n_rep).round().astype(int)
-        amp = jnp.asarray(np.asarray(samples["amplitude"]).reshape(-1)[flat])
-        noi = jnp.asarray(np.asarray(samples["noise"]).reshape(-1)[flat])
-        plj = jnp.asarray(np.asarray(samples["pair_log_joint"]).reshape(
-            pe.size, *lj.shape[-2:])[flat])
+        size = lj.shape[0] * lj.shape[1]
+        flat = np.linspace(0, size - 1, n_rep).round().astype(int)
+        amp = jnp.asarray(samples["amplitude"].reshape(-1)[flat], data.X.dtype)
+        noi = jnp.asarray(samples["noise"].reshape(-1)[flat], data.X.dtype)
+        plj = jnp.asarray(samples["pair_log_joint"].reshape(
+            size, *lj.shape[-2:])[flat], data.X.dtype)
         keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
         x_rep, _ = jax.lax.map(
             lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
             (keys, amp, noi, plj))
         pp = {"x": np.asarray(x_rep)[None]}
     idata = infer.to_inference_data(
-        mcmc, coords=coords, dims=dims, posterior_predictive=pp,
+        samples if mcmc is None else mcmc, coords=coords, dims=dims,
+        posterior_predictive=pp,
         observed_data={"x": np.asarray(data.X + data.x_mean[None, :])},
     )
-    report = infer.convergence_report(
-        idata, var_names=["log_amplitude", "log_noise"], ess_min=400.0)
+    if method == "nuts":
+        report = infer.convergence_report(
+            idata, var_names=["log_amplitude", "log_noise"], ess_min=400.0)
+        pair_posterior = cond.mean(axis=(0, 1))
+    else:
+        report, pair_posterior = q.report, q.pair_posterior
     return InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
                         prior)
+
+
+def _quadrature_samples(q, data, num_chains, num_samples):
+    """Quadrature draws laid out as NUTS's (chain, draw) samples."""
+    dt = data.X.dtype
+    lj = jax.lax.map(lambda a: pair_log_joint(data, jnp.exp(a[0]), jnp.exp(a[1])),
+                     (jnp.asarray(q.log_amplitude, dt), jnp.asarray(q.log_noise, dt)),
+                     batch_size=256)
+    shape = (num_chains, num_samples)
+    u, v = q.log_amplitude.reshape(shape), q.log_noise.reshape(shape)
+    return {"log_amplitude": u, "log_noise": v, "amplitude": np.exp(u),
+            "noise": np.exp(v), "pair_log_joint": np.asarray(lj, np.float64)
+            .reshape(*shape, *data.n_rest.shape)}
 
 
 class InverseGPPredictive(NamedTuple):
@@ -176,7 +224,7 @@ def inverse_gp_predictive(
     fit: InverseGPFit, X_test, *, mode: str = "average", n_draws: int = 100,
     n_grid: int = 200, margin: float = 0.0, k: int = 3,
     output_prior: str = "uniform", mode_radius: float | None = None,
-    noisy_inputs: bool = True,
+    noisy_inputs: bool = True, refine: bool | None = None,
 ) -> InverseGPPredictive:
     """p(y* | x*, D) of (B) for every test input.
 
@@ -197,6 +245,12 @@ def inverse_gp_predictive(
             (a Gaussian KDE of the training outputs, Scott's bandwidth).
         mode_radius: merge radius of :func:`top_k_modes` for candidates that
             are not a 1-D grid (default: 0.1 of the outputs' mean range).
+        refine: move each mode to the local maximum of (B) over continuous y
+            (BFGS, :func:`bayeskde.tgp.tgp_minimize`, from the mode), with the
+            MAP draw's pair, amplitude and noise and the Gaussian KDE of the
+            training outputs (Scott's bandwidth) as p(y); the masses stay.
+            Default: when the candidates are the training outputs (outputs of
+            dimension > 2), whose spacing limits the modes' precision.
 
     Cost: see :func:`bayeskde.models.inverse_gp.inverse_gp_log_probs`.
     """
@@ -240,7 +294,34 @@ def inverse_gp_predictive(
     if mode_radius is None:
         mode_radius = 0.1 * float(np.mean(Y.max(axis=0) - Y.min(axis=0)))
     modes, masses = top_k_modes(cand, np.exp(log_probs), k, radius=mode_radius)
+    if cell is None if refine is None else refine:
+        modes = _refine_modes(fit, X_test, modes, noisy_inputs)
     return InverseGPPredictive(cand, log_probs, modes, masses, cell)
+
+
+@jax.jit
+def _refine(point, y0, x, test_noise):
+    tol = jnp.sqrt(jnp.finfo(y0.dtype).eps)
+
+    def energy(y, x):
+        return -inverse_gp_log_density(y, x, point, test_noise)
+
+    return jax.vmap(lambda y, x: tgp_minimize(energy, y, x, 200, tol).y)(y0, x)
+
+
+def _refine_modes(fit, X_test, modes, noisy_inputs):
+    """Modes moved to the local maxima of (B) (``refine`` above)."""
+    data = fit.data
+    Y = np.asarray(data.Y, float)
+    h = Y.std(axis=0) * len(Y) ** (-1.0 / (Y.shape[1] + 4))
+    point = inverse_gp_point(data, fit.map_params["pair_index"],
+                             fit.map_params["amplitude"], fit.map_params["noise"], h)
+    n, k, d = modes.shape
+    dt = data.X.dtype
+    out = _refine(point, jnp.asarray(modes.reshape(-1, d), dt),
+                  jnp.asarray(np.repeat(X_test, k, axis=0), dt),
+                  jnp.asarray(float(noisy_inputs), dt))
+    return np.asarray(out, float).reshape(n, k, d)
 
 
 class InverseGPRegressor(RegressorMixin, BaseEstimator):

@@ -15,11 +15,15 @@ from .hmm_relabel import hmm_draws as hmm_draws
 from .hmm_relabel import relabel_draws as relabel_draws
 from .hmm_relabel import relabel_samples as relabel_samples
 from .inverse_gp import InverseGPData as InverseGPData
+from .inverse_gp import InverseGPPoint as InverseGPPoint
 from .inverse_gp import InverseGPPrior as InverseGPPrior
+from .inverse_gp import inverse_gp_log_density as inverse_gp_log_density
 from .inverse_gp import inverse_gp_log_probs as inverse_gp_log_probs
 from .inverse_gp import inverse_gp_model as inverse_gp_model
+from .inverse_gp import inverse_gp_point as inverse_gp_point
 from .inverse_gp import inverse_gp_replicate as inverse_gp_replicate
 from .inverse_gp import pair_log_evidence as pair_log_evidence
+from .inverse_gp import pair_log_joint as pair_log_joint
 from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
 from .kde import LIKELIHOODS as LIKELIHOODS
 from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
@@ -59,6 +63,10 @@ __all__ = [
     "inverse_gp_model",
     "inverse_gp_replicate",
     "pair_log_evidence",
+    "pair_log_joint",
+    "inverse_gp_log_density",
+    "inverse_gp_point",
+    "InverseGPPoint",
     "prepare_inverse_gp_data",
     "KernelHyperData",
     "KernelHyperPrior",

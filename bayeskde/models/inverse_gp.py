@@ -69,9 +69,13 @@ __all__ = [
     "InverseGPData",
     "prepare_inverse_gp_data",
     "pair_log_evidence",
+    "pair_log_joint",
     "inverse_gp_model",
     "inverse_gp_log_probs",
     "inverse_gp_replicate",
+    "InverseGPPoint",
+    "inverse_gp_point",
+    "inverse_gp_log_density",
 ]
 
 
@@ -235,7 +239,8 @@ def check_prior(prior: InverseGPPrior) -> None:
 
 
 def pair_log_evidence(
-    data: InverseGPData, amplitude: Float[Array, ""], noise: Float[Array, ""]
+    data: InverseGPData, amplitude: Float[Array, "*pairs"],
+    noise: Float[Array, "*pairs"],
 ) -> Float[Array, "n_gamma n_deg"]:
     """log p(X | Y, gamma, d, a^2, s^2) of (F) for every grid pair, from the
     spectra: with v = a^2 lambda + s^2 (lambda = 0 for the eigenvalues below
@@ -244,11 +249,19 @@ def pair_log_evidence(
         -(d_x / 2) sum_j log v_j - (1/2) sum_{j,k} (U^T X)_jk^2 / v_j
         - (m d_x / 2) log 2 pi.
 
+    ``amplitude`` and ``noise`` are scalars shared by every pair or
+    ``(n_gamma, D)`` arrays, one value per pair.
+
     Cost O(n_kept) <= O(n_gamma D m).
     """
     m, d_x = data.X.shape
     shape = data.n_rest.shape
-    v = amplitude * data.lam + noise
+    amplitude, noise = jnp.asarray(amplitude), jnp.asarray(noise)
+    if amplitude.ndim or noise.ndim:
+        amp = jnp.broadcast_to(amplitude, shape).reshape(-1)[data.segment]
+        v = amp * data.lam + jnp.broadcast_to(noise, shape).reshape(-1)[data.segment]
+    else:
+        v = amplitude * data.lam + noise
 
     def per_pair(a):
         return jax.ops.segment_sum(a, data.segment, shape[0] * shape[1]).reshape(
@@ -258,6 +271,16 @@ def pair_log_evidence(
     quad = per_pair(data.q / v) + data.q_rest / noise
     return (-0.5 * d_x * logdet - 0.5 * quad
             - 0.5 * m * d_x * jnp.log(2.0 * jnp.pi))
+
+
+def pair_log_joint(
+    data: InverseGPData, amplitude: Float[Array, "*pairs"],
+    noise: Float[Array, "*pairs"],
+) -> Float[Array, "n_gamma n_deg"]:
+    """log p(gamma, d) + log p(X | Y, gamma, d, a^2, s^2) for every grid pair
+    (:func:`pair_log_evidence` plus the pairs' prior): the conditional
+    posterior of the pairs given (a^2, s^2) up to a constant."""
+    return data.log_pair_prior + pair_log_evidence(data, amplitude, noise)
 
 
 def inverse_gp_model(data: InverseGPData, prior: InverseGPPrior) -> None:
@@ -274,8 +297,7 @@ def inverse_gp_model(data: InverseGPData, prior: InverseGPPrior) -> None:
         data.x_scale + prior.log_noise_loc, prior.log_noise_scale))
     a = numpyro.deterministic("amplitude", jnp.exp(log_a))
     s = numpyro.deterministic("noise", jnp.exp(log_s))
-    lj = data.log_pair_prior + pair_log_evidence(data, a, s)
-    numpyro.deterministic("pair_log_joint", lj)
+    lj = numpyro.deterministic("pair_log_joint", pair_log_joint(data, a, s))
     numpyro.factor("marginal", logsumexp(lj))
 
 
@@ -407,3 +429,66 @@ def inverse_gp_replicate(
     coef = (al / v)[:, None] * (U.T @ data.X) + jnp.sqrt(al * noise / v)[:, None] * z
     eps = jnp.sqrt(noise) * jax.random.normal(k_e, data.X.shape, data.X.dtype)
     return U @ coef + eps + data.x_mean[None, :], pair
+
+
+class InverseGPPoint(NamedTuple):
+    """One pair's GP posterior in the form :func:`inverse_gp_log_density`
+    evaluates at any output y (:func:`inverse_gp_point`).
+
+    ``U``, ``v`` the eigenvectors of phi(K) and a^2 lambda + s^2; ``proj`` =
+    U^T X; ``alpha``, ``gamma`` the pair's kernel; ``bandwidth`` the
+    per-dimension bandwidths of the Gaussian KDE of the training outputs used
+    as p(y).
+    """
+
+    Y: Float[Array, "m d_y"]
+    U: Float[Array, "m m"]
+    v: Float[Array, " m"]
+    proj: Float[Array, "m d_x"]
+    alpha: Float[Array, " n_deg"]
+    gamma: Float[Array, ""]
+    amplitude: Float[Array, ""]
+    noise: Float[Array, ""]
+    x_mean: Float[Array, " d_x"]
+    bandwidth: Float[Array, " d_y"]
+
+
+def inverse_gp_point(
+    data: InverseGPData, pair: tuple[int, int], amplitude: float, noise: float,
+    bandwidth: Float[ArrayLike, " d_y"],
+) -> InverseGPPoint:
+    """Precompute pair ``(g, d)`` at ``(amplitude, noise)`` for
+    :func:`inverse_gp_log_density`. Cost O(m^3)."""
+    g, d = pair
+    dt = data.X.dtype
+    alpha = data.alpha[g, d]
+    K = jnp.tensordot(alpha, _rbf_powers(squared_distances(data.Y, data.Y),
+                                         data.gammas[g], alpha.shape[0]), 1)
+    lam, U = jnp.linalg.eigh(K)
+    amp, noi = jnp.asarray(amplitude, dt), jnp.asarray(noise, dt)
+    return InverseGPPoint(data.Y, U, amp * jnp.maximum(lam, 0.0) + noi,
+                          U.T @ data.X, alpha, data.gammas[g],
+                          amp, noi, data.x_mean, jnp.asarray(bandwidth, dt))
+
+
+def inverse_gp_log_density(
+    y: Float[Array, " d_y"], x: Float[Array, " d_x"], point: InverseGPPoint,
+    test_noise: float | Float[Array, ""] = 1.0,
+) -> Float[Array, ""]:
+    """log p(x | y, D, theta) + log p(y) + const at one output y: the log of
+    (B) before normalisation over y, with p(x | y, D, theta) the GP predictive
+    of the pair in ``point`` and p(y) the Gaussian KDE of the training outputs
+    with ``point.bandwidth``. ``test_noise`` 1: x carries the training noise;
+    0: x = f(y) exactly (see :func:`inverse_gp_log_probs`). Differentiable in y.
+    Cost O(m^2 + m d_x)."""
+    d2 = jnp.sum((point.Y - y[None, :]) ** 2, axis=1)
+    k = jnp.tensordot(point.alpha, _rbf_powers(d2[None], point.gamma,
+                                               point.alpha.shape[0])[:, 0], 1)
+    A = point.U.T @ k  # (m,)
+    amp = point.amplitude
+    mean = amp * A @ (point.proj / point.v[:, None]) + point.x_mean
+    var_f = amp * jnp.sum(point.alpha) - amp**2 * jnp.sum(A**2 / point.v)
+    var = jnp.maximum(var_f, 1e-6 * point.noise) + test_noise * point.noise
+    ll = -0.5 * jnp.sum((x - mean) ** 2) / var - 0.5 * x.shape[0] * jnp.log(var)
+    z = (point.Y - y[None, :]) / point.bandwidth[None, :]
+    return ll + logsumexp(-0.5 * jnp.sum(z * z, axis=1))

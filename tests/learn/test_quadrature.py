@@ -1,0 +1,189 @@
+"""The inverse model's quadrature posterior and refined modes against brute force."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from bayeskde.datasets import make_arm_pose
+from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive, quadrature_posterior
+from bayeskde.models import (
+    InverseGPPrior,
+    inverse_gp_log_density,
+    inverse_gp_log_probs,
+    inverse_gp_point,
+    pair_log_joint,
+    prepare_inverse_gp_data,
+)
+from tests.helpers import X64
+
+PRIOR = InverseGPPrior(max_degree=2, n_gamma=4, gamma_low=0.3, gamma_high=30.0)
+
+
+@pytest.fixture(scope="module")
+def small():
+    r = np.random.default_rng(5)
+    Y = r.uniform(size=(30, 1))
+    X = np.c_[np.sin(4 * Y[:, 0]), Y[:, 0] ** 2] + 0.1 * r.normal(size=(30, 2))
+    data = prepare_inverse_gp_data(Y, X, PRIOR)
+    return data, quadrature_posterior(jax.random.key(0), data, PRIOR, n_draws=4000)
+
+
+@pytest.fixture(scope="module")
+def brute(small):
+    """The joint on a dense global grid of (u, v) = (log a^2, log s^2): the
+    oracle, independent of the quadrature's mode search and Laplace grid."""
+    data, _ = small
+    loc = np.array([data.x_scale + PRIOR.log_amplitude_loc,
+                    data.x_scale + PRIOR.log_noise_loc])
+    sc = np.array([PRIOR.log_amplitude_scale, PRIOR.log_noise_scale])
+    u = np.linspace(loc[0] - 7 * sc[0], loc[0] + 7 * sc[0], 801)
+    v = np.linspace(loc[1] - 7 * sc[1], loc[1] + 7 * sc[1], 1601)
+    dt = data.X.dtype
+
+    def row(a):
+        return jax.vmap(lambda b: pair_log_joint(data, jnp.exp(a), jnp.exp(b)))(
+            jnp.asarray(v, dt))
+
+    J = np.array(jax.lax.map(row, jnp.asarray(u, dt)), float)  # (U, V, G, D)
+    J += (stats.norm.logpdf(u, loc[0], sc[0])[:, None, None, None]
+          + stats.norm.logpdf(v, loc[1], sc[1])[None, :, None, None])
+    cell = np.log((u[1] - u[0]) * (v[1] - v[0]))
+    return u, v, J, cell
+
+
+def test_pair_posterior_and_evidence_match_a_dense_grid(small, brute):
+    _, q = small
+    u, v, J, cell = brute
+    log_z = np.logaddexp.reduce(J.reshape(-1, *J.shape[2:]), axis=0) + cell
+    log_marginal = np.logaddexp.reduce(log_z.ravel())
+    # float64: both rules are exact to ~1e-9 here; float32: the joint's rounding
+    # (|J| ~ 50, eps 1.2e-7) bounds each log density to ~1e-5.
+    tol = 1e-7 if X64 else 2e-4
+    np.testing.assert_allclose(q.log_marginal, log_marginal, atol=tol)
+    np.testing.assert_allclose(q.pair_posterior, np.exp(log_z - log_marginal),
+                               atol=tol)
+    assert q.report.warnings == ()
+    assert q.report.log_z_change < 1e-3 and q.report.edge_density < 1e-6
+
+
+def test_draws_match_the_dense_grid_moments(small, brute):
+    _, q = small
+    u, v, J, _ = brute
+    w = np.exp(J - J.max())
+    w = w.sum(axis=(2, 3))
+    w /= w.sum()
+    for draws, axis, grid in ((q.log_amplitude, 1, u), (q.log_noise, 0, v)):
+        p = w.sum(axis=axis)
+        mean = np.sum(p * grid)
+        sd = np.sqrt(np.sum(p * (grid - mean) ** 2))
+        # independent draws: 4 standard errors of the mean and of the sd
+        se = sd / np.sqrt(len(draws))
+        assert abs(draws.mean() - mean) < 4 * se
+        assert abs(draws.std() - sd) < 4 * se / np.sqrt(2) * 1.5
+
+
+def test_pairs_of_the_draws_follow_the_pair_posterior(small):
+    _, q = small
+    counts = np.bincount(q.pair, minlength=q.pair_posterior.size)
+    p = q.pair_posterior.ravel()
+    se = np.sqrt(p * (1 - p) / len(q.pair))
+    assert np.all(np.abs(counts / len(q.pair) - p) <= 4 * se + 1e-12)
+
+
+def test_bad_settings(small):
+    data, _ = small
+    with pytest.raises(ValueError, match="odd"):
+        quadrature_posterior(jax.random.key(0), data, PRIOR, n_grid=36)
+    with pytest.raises(ValueError, match="radius"):
+        quadrature_posterior(jax.random.key(0), data, PRIOR, radius=0.0)
+    with pytest.raises(ValueError, match="method"):
+        fit_inverse_gp(jax.random.key(0), np.ones((5, 1)), np.arange(5.0),
+                       method="mh")
+
+
+@pytest.fixture(scope="module")
+def arm():
+    d = make_arm_pose(jax.random.key(2), 80, 6)
+    prior = InverseGPPrior(max_degree=2, n_gamma=6)
+    fit = fit_inverse_gp(jax.random.key(3), d.x_train, d.theta_train, prior,
+                         method="quadrature", num_chains=2, num_samples=100,
+                         n_replicates=2, progress_bar=False)
+    return d, fit
+
+
+def test_fit_by_quadrature_outputs(arm):
+    _, fit = arm
+    post = fit.idata.posterior
+    assert post["pair_log_joint"].dims == ("chain", "draw", "gamma", "degree")
+    assert post["amplitude"].shape == (2, 100)
+    np.testing.assert_allclose(fit.pair_posterior.sum(), 1.0, rtol=1e-6)
+    g, d = fit.map_params["pair_index"]
+    assert fit.pair_posterior[g, d] == fit.pair_posterior.max()
+
+
+def test_log_density_is_the_unnormalised_predictive(arm):
+    """softmax over candidates of inverse_gp_log_density equals
+    inverse_gp_log_probs at the same pair and parameters with the KDE prior."""
+    d, fit = arm
+    data = fit.data
+    g, dd = fit.map_params["pair_index"]
+    a, s = fit.map_params["amplitude"], fit.map_params["noise"]
+    h = np.array([0.3, 0.4, 0.5])
+    point = inverse_gp_point(data, (g, dd), a, s, h)
+    cand = np.asarray(data.Y)[::3]
+    Y = np.asarray(data.Y)
+    log_kde = np.logaddexp.reduce(
+        -0.5 * np.sum(((cand[:, None] - Y[None]) / h) ** 2, -1), axis=1)
+    lj = np.full((1, *data.n_rest.shape), -np.inf)
+    lj[0, g, dd] = 0.0
+    ref = np.asarray(inverse_gp_log_probs(data, np.array([a]), np.array([s]), lj,
+                                          cand, d.x_test,
+                                          log_kde), float)
+    dt = data.X.dtype
+    dens = jax.vmap(lambda x: jax.vmap(lambda c: inverse_gp_log_density(
+        c, x, point))(jnp.asarray(cand, dt)))(jnp.asarray(d.x_test, dt))
+    dens = np.asarray(dens, float)
+    got = dens - np.logaddexp.reduce(dens, axis=1, keepdims=True)
+    if X64:
+        np.testing.assert_allclose(got, ref, atol=1e-8)
+    else:
+        # float32: both paths form the predictive variance a sum(alpha) -
+        # a^2 sum A^2 / v by cancellation at noise ~1e-4, so each log density
+        # carries a relative error of about 1% (0.94% measured) of r^2 / var.
+        near = ref > -30.0
+        np.testing.assert_allclose(got[near], ref[near], rtol=2e-2, atol=1e-4)
+
+
+def test_refined_modes_are_local_maxima(arm):
+    d, fit = arm
+    raw = inverse_gp_predictive(fit, d.x_test, k=2, n_draws=10, refine=False)
+    ref = inverse_gp_predictive(fit, d.x_test, k=2, n_draws=10)
+    np.testing.assert_array_equal(raw.mode_masses, ref.mode_masses)
+    data = fit.data
+    Y = np.asarray(data.Y)
+    h = Y.std(0) * len(Y) ** (-1 / 7)
+    point = inverse_gp_point(data, fit.map_params["pair_index"],
+                             fit.map_params["amplitude"], fit.map_params["noise"], h)
+    dt = data.X.dtype
+
+    def f(y, x):
+        return inverse_gp_log_density(jnp.asarray(y, dt), jnp.asarray(x, dt), point)
+
+    for i in range(len(d.x_test)):
+        for j in range(2):
+            assert f(ref.modes[i, j], d.x_test[i]) >= f(raw.modes[i, j], d.x_test[i])
+            g = np.asarray(jax.grad(f)(ref.modes[i, j], d.x_test[i]))
+            # stationary to the optimiser's tolerance, relative to the curvature
+            hess = np.asarray(jax.hessian(f)(ref.modes[i, j], d.x_test[i]))
+            step = np.linalg.solve(hess, g)
+            assert np.max(np.abs(step)) < (1e-5 if X64 else 2e-2)
+    # the refined top mode explains the markers at least as well as the raw one
+    from bayeskde.datasets import arm_forward
+
+    def rec(p):
+        r = arm_forward(p, d.link_lengths) - d.x_test
+        return np.linalg.norm(r.reshape(-1, 2, 2), axis=-1).mean()
+
+    assert rec(ref.modes[:, 0]) < rec(raw.modes[:, 0])
