@@ -93,8 +93,9 @@ def main(argv=None) -> dict:
                 ["method", "angle err (deg)", "nearest inverse (deg)",
                  "marker reconstruction", "best of 2 (deg)"], rows)
     top = np.argsort(fit.pair_posterior.ravel())[::-1][:3]
+    shape = fit.pair_posterior.shape
     print(f"inverse model: MAP {fit.map_params}; (rate, degree) posterior "
-          + ", ".join(f"{np.unravel_index(p, fit.pair_posterior.shape)}: "
+          + ", ".join(f"{tuple(int(i) for i in np.unravel_index(p, shape))}: "
                       f"{fit.pair_posterior.ravel()[p]:.3f}" for p in top)
           + f"; quadrature: {rep.n_points} points a pair, log Z change at twice "
           f"the spacing {rep.log_z_change:.1e}, edge density {rep.edge_density:.1e}"
