@@ -77,14 +77,48 @@ def run_on_host_devices(script: str, out_path, n_devices: int = 8):
     return np.load(out_path)
 
 
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")  # a pytest-xdist worker
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The recipe tests last: they wait for the recipe runs, which by then have
+    run beside the rest of the suite (under pytest-xdist's ``loadfile``
+    distribution the worker that gets them would otherwise sit idle)."""
+    items.sort(key=lambda item: item.path.name == "test_recipes.py")
+
+
 def pytest_collection_finish(session):
     """Start the runs of the ``models/`` scripts (tests/test_recipes.py) in a
-    child process now, when they are selected: most of the suite compiles on one
-    core, the scripts run on the other."""
+    child process now, when they are selected: the rest of the suite compiles
+    beside them. Under pytest-xdist the controller starts them instead
+    (``pytest_xdist_node_collection_finished``), once for all workers."""
+    if _is_worker(session.config):
+        return
     if any(item.path.name == "test_recipes.py" for item in session.items):
         from tests.test_recipes import RUNS, start_runs
 
         session.config.stash[RUNS] = start_runs()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist controller: tell each worker where the recipe runs write."""
+    from tests.test_recipes import RUN_DIR, recipe_folder
+
+    node.workerinput[RUN_DIR] = str(recipe_folder(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """pytest-xdist controller: start the recipe runs when a worker has
+    collected tests/test_recipes.py (the first such worker; once)."""
+    from tests.test_recipes import RUNS, recipe_folder, start_runs
+
+    config = node.config
+    if config.stash.get(RUNS, None) is None and any(
+            i.startswith("tests/test_recipes.py") for i in ids):
+        config.stash[RUNS] = start_runs(recipe_folder(config))
 
 
 def pytest_sessionfinish(session):

@@ -47,3 +47,4 @@ if __name__ == "__main__":
         status = run(script, out_dir)
         (out_dir / f"{script}.status").write_text(str(status))
         (out_dir / f"{script}.seconds").write_text(f"{time.perf_counter() - start:.1f}")
+    (out_dir / "runner.done").write_text("0")

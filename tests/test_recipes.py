@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,20 +30,32 @@ REPRODUCTIONS = {"strings_to_strings", "digits_classification",
 
 #: Where the session keeps the running recipe process (tests/conftest.py).
 RUNS = pytest.StashKey()
+#: Where the session keeps the recipes' output folder.
+FOLDER = pytest.StashKey()
+#: The key of that folder in a pytest-xdist worker's ``workerinput``.
+RUN_DIR = "bayeskde_recipe_dir"
 
 
-def start_runs():
+def recipe_folder(config) -> Path:
+    """The session's folder for the recipes' outputs (made on first use)."""
+    if config.stash.get(FOLDER, None) is None:
+        config.stash[FOLDER] = Path(tempfile.mkdtemp(prefix="bayeskde-recipes-"))
+    return config.stash[FOLDER]
+
+
+def start_runs(out: Path | None = None):
     """Start one child process that runs every script; return ``(folder, proc)``.
 
-    The suite starts it as soon as collection is done (``pytest_collection_finish``
-    in tests/conftest.py), so the scripts run on the second core beside the rest of
-    the suite; the first test here waits for it."""
-    out = Path(tempfile.mkdtemp(prefix="bayeskde-recipes-"))
+    The suite starts it as soon as collection is done (tests/conftest.py), so
+    the scripts run beside the rest of the suite; the first test here waits for
+    it. The child writes ``runner.done`` holding its exit status when it ends."""
+    out = Path(tempfile.mkdtemp(prefix="bayeskde-recipes-")) if out is None else out
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
     with open(out / "runner.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "recipe_runner.py"), str(out),
              *SCRIPTS], cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+    (out / "runner.pid").write_text(str(proc.pid))
     return out, proc
 
 
@@ -55,12 +68,45 @@ def stop_runs(started):
     shutil.rmtree(out, ignore_errors=True)
 
 
+def _wait_for_controller_runs(out: Path, timeout: float = 850.0) -> int:
+    """Under pytest-xdist the controller owns the child: wait for its
+    ``runner.done`` and return the status written there."""
+    done, start = out / "runner.done", time.monotonic()
+    while not done.is_file():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"the recipe runs did not finish in {timeout:.0f} s")
+        pid = out / "runner.pid"
+        if pid.is_file() and not done.is_file() and not _alive(int(pid.read_text())):
+            time.sleep(1.0)  # the file may land just after the exit
+            return int(done.read_text()) if done.is_file() else 1
+        time.sleep(1.0)
+    return int(done.read_text() or 1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by the controller) is not running
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
 @pytest.fixture(scope="module")
 def runs(request):
     """The folder with every script's outputs, once the child has finished."""
-    started = request.config.stash.get(RUNS, None)
+    config = request.config
+    if hasattr(config, "workerinput"):  # pytest-xdist worker
+        out = Path(config.workerinput[RUN_DIR])
+        code = _wait_for_controller_runs(out)
+        assert code == 0, (out / "runner.log").read_text()[-4000:]
+        return out
+    started = config.stash.get(RUNS, None)
     if started is None:  # collected without the session hook
-        started = request.config.stash[RUNS] = start_runs()
+        started = config.stash[RUNS] = start_runs()
     out, proc = started
     proc.wait(timeout=850)
     assert proc.returncode == 0, (out / "runner.log").read_text()[-4000:]
