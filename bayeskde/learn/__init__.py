@@ -6,7 +6,8 @@
   inverted by Bayes' rule) and its multimodal predictive.
 - :mod:`.quadrature`: the inverse model's posterior by per-pair adaptive
   quadrature (independent draws, no chains).
-- :mod:`.modes`: top-k modes of a predictive with their masses.
+- :mod:`.modes`: top-k modes of a predictive with their masses, and of the
+  tempered Twin GP predictive (:func:`tgp_modes`).
 """
 
 from .inverse_gp import InverseGPFit as InverseGPFit
@@ -24,6 +25,8 @@ from .kernel_hyper import sample_bma_tgp_predictive as sample_bma_tgp_predictive
 from .kernel_hyper import sample_tgp_predictive as sample_tgp_predictive
 from .kernel_hyper import tgp_grid_log_probs as tgp_grid_log_probs
 from .kernel_hyper import twin_gp_from_params as twin_gp_from_params
+from .modes import Modes as Modes
+from .modes import tgp_modes as tgp_modes
 from .modes import top_k_modes as top_k_modes
 from .quadrature import QuadraturePosterior as QuadraturePosterior
 from .quadrature import QuadratureReport as QuadratureReport
@@ -46,6 +49,8 @@ __all__ = [
     "inverse_gp_predictive",
     "InverseGPRegressor",
     "top_k_modes",
+    "Modes",
+    "tgp_modes",
     "QuadraturePosterior",
     "QuadratureReport",
     "quadrature_posterior",

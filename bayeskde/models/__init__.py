@@ -53,6 +53,7 @@ from .simulators import simulate_categorical_hmm as simulate_categorical_hmm
 from .simulators import simulate_kernel_gp_part as simulate_kernel_gp_part
 from .tgp import TGPEnergyBatch as TGPEnergyBatch
 from .tgp import batch_energy as batch_energy
+from .tgp import point_energy as point_energy
 from .tgp import tgp_energy_batch as tgp_energy_batch
 from .tgp import tgp_predictive_model as tgp_predictive_model
 
@@ -78,6 +79,7 @@ __all__ = [
     "prepare_kernel_hyper_data",
     "TGPEnergyBatch",
     "batch_energy",
+    "point_energy",
     "tgp_energy_batch",
     "tgp_predictive_model",
     "BayesianHMMPrior",

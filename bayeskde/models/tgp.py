@@ -56,6 +56,7 @@ __all__ = [
     "tgp_energy_batch",
     "batch_energy",
     "batch_energy_many",
+    "point_energy",
     "tgp_predictive_model",
 ]
 
@@ -104,6 +105,15 @@ def _energy_one(y, a, b, outputs, whiten, ridge, out, static):
         state = KLState(a, b, outputs, whiten, ridge)
         return tgp_kl_energy(y, state, out, basis, lam)
     return tgp_hsic_energy(y, HSICState(a, b, outputs), out, basis, lam)
+
+
+def point_energy(
+    y: Float[Array, " d_y"], j_state: tuple, batch: TGPEnergyBatch
+) -> Float[Array, ""]:
+    """E_j(y) of one test point, ``j_state = (batch.a[j], batch.b[j])``
+    (differentiable in y; traceable inside jit/vmap). O(N^2)."""
+    a, b = j_state
+    return _energy_one(y, a, b, *batch[2:-1], batch.static)
 
 
 @partial(jax.jit, static_argnames="static")
