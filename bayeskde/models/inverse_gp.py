@@ -200,15 +200,23 @@ def prepare_inverse_gp_data(
         raise ValueError("X is constant: the forward GP has nothing to explain")
     x_mean = jnp.mean(X, axis=0)
     Xc = X - x_mean[None, :]
-    D2 = squared_distances(Y, Y)
-    gammas = _median_rate(D2) * np.geomspace(prior.gamma_low, prior.gamma_high,
-                                             prior.n_gamma)
-    gammas = jnp.asarray(gammas, X.dtype)
-    L = Xc @ Xc.T
-    alpha, lam, proj = jax.lax.map(
-        lambda g: _spectra_one(D2, L, Xc, g, prior.max_degree), gammas)
-    lam = np.asarray(lam).reshape(-1, Y.shape[0])  # (G D, m)
-    q = np.sum(np.asarray(proj) ** 2, axis=-1).reshape(lam.shape)
+    # The spectra in float64 whatever the working precision: the evidence needs
+    # eigenvalues down to the noise level s^2 / a^2 (1e-4 on the arm), far below
+    # float32's resolution m eps lambda_max (1e-2 there), and float32 spectra
+    # moved the arm's posterior to another kernel.
+    with jax.enable_x64(True):
+        Y64 = jnp.asarray(np.asarray(Y, np.float64))
+        X64 = jnp.asarray(np.asarray(Xc, np.float64))
+        D2 = squared_distances(Y64, Y64)
+        gammas = jnp.asarray(_median_rate(D2) * np.geomspace(
+            prior.gamma_low, prior.gamma_high, prior.n_gamma))
+        alpha, lam, proj = jax.lax.map(
+            lambda g: _spectra_one(D2, X64 @ X64.T, X64, g, prior.max_degree),
+            gammas)
+        alpha, lam, proj = (np.asarray(a) for a in (alpha, lam, proj))
+        gammas = np.asarray(gammas)
+    lam = lam.reshape(-1, Y.shape[0])  # (G D, m)
+    q = np.sum(proj**2, axis=-1).reshape(lam.shape)
     kept = lam > Y.shape[0] * np.finfo(lam.dtype).eps * lam.max(axis=1,
                                                                  keepdims=True)
     seg = np.broadcast_to(np.arange(lam.shape[0])[:, None], lam.shape)[kept]
@@ -217,7 +225,8 @@ def prepare_inverse_gp_data(
     logits = jnp.broadcast_to(-prior.degree_decay * deg, shape)
     dt = X.dtype
     return InverseGPData(
-        Y, Xc, x_mean, gammas, alpha, jnp.asarray(lam[kept], dt),
+        Y, Xc, x_mean, jnp.asarray(gammas, dt), jnp.asarray(alpha, dt),
+        jnp.asarray(lam[kept], dt),
         jnp.asarray(q[kept], dt), jnp.asarray(seg),
         jnp.asarray((~kept).sum(axis=1).reshape(shape), dt),
         jnp.asarray(np.where(kept, 0.0, q).sum(axis=1).reshape(shape), dt),
