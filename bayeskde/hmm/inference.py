@@ -82,6 +82,8 @@ from .recursions import (
     _prepare,
     _summed_xi,
     _viterbi,
+    max_argmax,
+    pointer_dtype,
 )
 
 __all__ = [
@@ -105,14 +107,17 @@ def _viterbi_batch(log_initial, log_transition, log_likelihoods, mask):
     batch = mask.shape[0]
     log_transition_t = log_transition.T  # [to, from]
 
+    small = pointer_dtype(num_states)
+
     def _step(carry, x):
         pred, last = carry  # pred: best log score entering this step, (B, N)
         ll, m = x
         delta = pred + ll
         scores = delta[:, None, :] + log_transition_t[None]  # (B, N_to, N_from)
-        carry = (jnp.where(m[:, None], jnp.max(scores, axis=-1), pred),
+        best, pointer = max_argmax(scores)
+        carry = (jnp.where(m[:, None], best, pred),
                  jnp.where(m[:, None], delta, last))
-        return carry, jnp.argmax(scores, axis=-1)
+        return carry, pointer.astype(small)
 
     init = (jnp.broadcast_to(log_initial[None], (batch, num_states)),
             jnp.full((batch, num_states), -jnp.inf, log_initial.dtype))
@@ -125,7 +130,7 @@ def _viterbi_batch(log_initial, log_transition, log_likelihoods, mask):
     def _back(carry, x):
         state, started = carry  # state: at the next observed step
         pointer, m = x
-        here = jnp.where(started, pointer[rows, state], state)
+        here = jnp.where(started, pointer[rows, state].astype(state.dtype), state)
         return ((jnp.where(m, here, state), started | m),
                 jnp.where(m, here, -1))
 

@@ -310,3 +310,16 @@ def test_vmap_over_parameters_and_gradients(rng):
         np.testing.assert_allclose(loglik[b], want[2], atol=ATOL, rtol=0)
         np.testing.assert_allclose(grad[b], want[0], atol=10 * ATOL, rtol=0)
         np.testing.assert_allclose(gamma[b], want[0], atol=ATOL, rtol=0)
+
+
+def test_max_argmax_is_jnp_max_and_argmax_with_ties_and_minus_inf():
+    from bayeskde.hmm.recursions import max_argmax
+
+    r = np.random.default_rng(0)
+    x = r.integers(0, 3, size=(50, 7)).astype(float)  # many ties
+    x[::5] = -np.inf  # all impossible rows: argmax 0, max -inf
+    x[1, 2] = -np.inf
+    xs = jnp.asarray(x)
+    best, idx = max_argmax(xs)
+    np.testing.assert_array_equal(best, jnp.max(xs, axis=-1))
+    np.testing.assert_array_equal(idx, jnp.argmax(xs, axis=-1))
