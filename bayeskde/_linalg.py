@@ -15,6 +15,7 @@ and a matrix holding NaN or inf is refused at once, so no input can loop.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -43,13 +44,26 @@ def eps_floor(dtype, n: int) -> float:
     return max(eps * n, 100.0 * eps)
 
 
-def cholesky_with_jitter(A, name: str):
-    """Lower Cholesky factor of ``A``, with the package's jitter policy (above).
+@jax.jit
+def _cholesky_try(A, shift):
+    """One compiled program: the factor of ``A + shift I``, the scale
+    max|diag|, and whether the matrix and its factor are finite."""
+    A = A + shift * jnp.eye(A.shape[0], dtype=A.dtype)
+    L = jnp.linalg.cholesky(A)
+    return (L, jnp.max(jnp.abs(jnp.diagonal(A))), jnp.all(jnp.isfinite(A)),
+            jnp.all(jnp.isfinite(L)))
+
+
+def cholesky_with_jitter(A, name: str, shift: float = 0.0):
+    """Lower Cholesky factor of ``A + shift I``, with the package's jitter policy
+    (above).
 
     Args:
         A: ``(n, n)`` symmetric positive semi-definite matrix.
         name: how the matrix is named in the warning and the error, in the user's
             terms (e.g. ``"K_X + ridge I"``).
+        shift: a diagonal shift that is part of the problem (a ridge), added
+            inside the compiled factorisation.
 
     Raises:
         ValueError: ``A`` holds NaN or inf (for example a kernel whose squared
@@ -57,26 +71,28 @@ def cholesky_with_jitter(A, name: str):
         numpy.linalg.LinAlgError: still not positive definite with a shift of
             ``MAX_RELATIVE_JITTER`` times its scale.
 
-    Cost: O(n^3) per try.
+    Cost: O(n^3) per try, one compiled program per matrix size.
     """
     A = jnp.asarray(A)
     n = A.shape[0]
-    diag_max = float(jnp.max(jnp.abs(jnp.diagonal(A)))) if n else 0.0
-    if not np.isfinite(diag_max) or not bool(jnp.all(jnp.isfinite(A))):
+    if n == 0:
+        return jnp.linalg.cholesky(A)
+    L, diag_max, finite, ok = _cholesky_try(A, jnp.asarray(shift, A.dtype))
+    diag_max = float(diag_max)
+    if not np.isfinite(diag_max) or not bool(finite):
         raise ValueError(
             f"{name} contains NaN or inf; check the data and the kernel parameters "
             f"(finite in {A.dtype}?)"
         )
-    L = jnp.linalg.cholesky(A)
     scale = diag_max + 1.0
-    jitter = max(n, 1) * float(jnp.finfo(A.dtype).eps) * scale
-    while not bool(jnp.all(jnp.isfinite(L))):
+    jitter = n * float(jnp.finfo(A.dtype).eps) * scale
+    while not bool(ok):
         if jitter > MAX_RELATIVE_JITTER * scale:
             raise np.linalg.LinAlgError(
                 f"{name} is not positive definite (a diagonal shift up to "
                 f"{jitter / 10:.2e} did not help)")
         warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
-        L = jnp.linalg.cholesky(A + jitter * jnp.eye(n, dtype=A.dtype))
+        L, _, _, ok = _cholesky_try(A, jnp.asarray(shift + jitter, A.dtype))
         jitter *= 10.0
     return L
 

@@ -125,8 +125,8 @@ def ridge_solve(
     if bool(finite):
         return B
     n = K.shape[0]
-    L = cholesky_with_jitter(K + ridge * n * jnp.eye(n, dtype=K.dtype),
-                             "the kernel ridge system K + m ridge I")
+    L = cholesky_with_jitter(K, "the kernel ridge system K + m ridge I",
+                             shift=ridge * n)
     return jsl.cho_solve((L, True), T)
 
 

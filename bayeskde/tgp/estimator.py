@@ -303,8 +303,7 @@ class TwinGP(BaseEstimator):
         chol_in = whiten = None
         self.whiten_rank_ = None
         if self.criterion == "kl" and self.n_neighbors_ is None:
-            eye = jnp.eye(n, dtype=X.dtype)
-            chol_in = cholesky_with_jitter(K + ridge * eye, "K_X + ridge I")
+            chol_in = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
             w = truncated_whitening(G, ridge, rtol)
             whiten, clipped = w.whiten, w.clipped
             self.whiten_rank_ = w.rank
