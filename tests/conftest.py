@@ -81,6 +81,14 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")  # a pytest-xdist worker
 
 
+def pytest_configure(config):
+    """pytest-xdist workers run at a lower priority (nice 5) than the recipe
+    runs beside them: the recipes, one process, then finish while the workers
+    still have tests left, instead of holding the last minute on one core."""
+    if _is_worker(config) and hasattr(os, "nice"):
+        os.nice(5)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The recipe tests last: they wait for the recipe runs, which by then have
     run beside the rest of the suite (under pytest-xdist's ``loadfile``

@@ -104,21 +104,20 @@ def test_tgp_laplace_modes_are_minima_with_laplace_masses(arm_tgp):
     res = tgp_modes(tgp, a.x_test, 2, temperature=tau, n_starts=6)
     batch = tgp_energy_batch(tgp, jnp.asarray(a.x_test))
     dt = batch.outputs.dtype
+    def E(y, a_i, b_i):
+        return point_energy(jnp.asarray(y, dt), (a_i, b_i), batch)
+
+    val, grad, hess = jax.jit(E), jax.jit(jax.grad(E)), jax.jit(jax.hessian(E))
     for i in range(len(a.x_test)):
-        state = (batch.a[i], batch.b[i])
-
-        def E(y, state=state):
-            return point_energy(jnp.asarray(y, dt), state, batch)
-
         logw = []
         for j in range(2):
-            y = res.modes[i, j]
-            g = np.asarray(jax.grad(E)(y))
-            H = np.asarray(jax.hessian(E)(y))
+            y, st = res.modes[i, j], (batch.a[i], batch.b[i])
+            g, H = np.asarray(grad(y, *st)), np.asarray(hess(y, *st))
             assert np.all(np.linalg.eigvalsh(H) > 0)  # a minimum
             # stationary to BFGS's tolerance: the Newton step is tiny
             assert np.max(np.abs(np.linalg.solve(H, g))) < (1e-5 if X64 else 1e-2)
-            logw.append(-float(E(y)) / tau - 0.5 * np.linalg.slogdet(H / tau)[1])
+            logw.append(-float(val(y, *st)) / tau
+                        - 0.5 * np.linalg.slogdet(H / tau)[1])
         if res.masses[i, 1] > 1e-6:  # two distinct minima: the Laplace ratio
             np.testing.assert_allclose(np.log(res.masses[i, 0] / res.masses[i, 1]),
                                        logw[0] - logw[1], atol=1e-6 if X64 else 0.05)
