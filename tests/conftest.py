@@ -89,11 +89,28 @@ def pytest_configure(config):
         os.nice(5)
 
 
+#: The slowest test files (``--durations``), handed out first under pytest-xdist
+#: so that no worker is left with a long file while the other is idle.
+HEAVY_FIRST = ("test_readme.py", "models/test_kernel_hyper.py", "test_cli.py",
+               "tgp/test_scale.py", "models/test_hmm.py", "learn/test_kernel_hyper.py",
+               "infer/test_diagnostics.py", "test_distributed.py",
+               "test_bench_scripts.py", "learn/test_quadrature.py")
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The recipe tests last: they wait for the recipe runs, which by then have
-    run beside the rest of the suite (under pytest-xdist's ``loadfile``
-    distribution the worker that gets them would otherwise sit idle)."""
-    items.sort(key=lambda item: item.path.name == "test_recipes.py")
+    """The slowest files first, the recipe tests last: these wait for the recipe
+    runs, which by then have run beside the rest of the suite (under
+    pytest-xdist's ``loadfile`` distribution the worker that gets them would
+    otherwise sit idle)."""
+
+    def rank(item):
+        path = item.path.as_posix()
+        if item.path.name == "test_recipes.py":
+            return len(HEAVY_FIRST) + 1
+        return next((i for i, h in enumerate(HEAVY_FIRST) if path.endswith(
+            "tests/" + h)), len(HEAVY_FIRST))
+
+    items.sort(key=rank)
 
 
 def pytest_collection_finish(session):
