@@ -19,7 +19,7 @@ and the single-prediction errors of the baselines of ``pose_tgp.py`` (TGP-KL
 with median-heuristic bandwidths x 4 and with (gamma_x, gamma_y) by 3-fold CV
 of the angle error over {1, 4, 16} x that heuristic each, GP mean, weighted
 1-NN and 5-NN), and the top-2 modes of the CV Twin GP's tempered predictive
-(``TwinGP.predict_modes``, temperature by held-out density).
+(``bayeskde.learn.tgp_modes``, temperature by held-out density).
 
 Run ``python models/bayesian_pose.py`` (``--seed``), ``--quick`` for 120 / 60.
 """
@@ -63,7 +63,7 @@ def main(argv=None) -> dict:
     import jax
 
     from bayeskde.datasets import make_arm_pose
-    from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive
+    from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive, tgp_modes
     from bayeskde.tgp import TwinGP, gp_predict, weighted_knn_predict
 
     timer = Timer()
@@ -82,7 +82,7 @@ def main(argv=None) -> dict:
         "wknn_5": errors(weighted_knn_predict(X, Y, Z, n_neighbors=5), data),
     }
     tgp = TwinGP("kl", gamma_x=cx, gamma_y=cy, ridge=RIDGE).fit(X, Y)
-    modes, masses = tgp.predict_modes(Z, 2)
+    modes = tgp_modes(tgp, Z, 2).modes
     res["tgp_kl_cv_modes"] = _with_best_of_2(errors(modes[:, 0], data), modes, data)
     fit = fit_inverse_gp(jax.random.key(args.seed + 1), X, Y, method="quadrature",
                          num_samples=500, progress_bar=False, n_replicates=10)

@@ -23,6 +23,7 @@ from ..models.tgp import (
     tgp_energy_batch,
 )
 from ..tgp import tgp_minimize
+from .kernel_hyper import _box, calibrate_temperature
 
 __all__ = ["top_k_modes", "Modes", "tgp_modes"]
 
@@ -180,8 +181,6 @@ def tgp_modes(
     Cost: O(n_test n_grid N^2) for the grid path plus BFGS, O(n_test n_starts
     N^2) per BFGS iteration for the Laplace path.
     """
-    from .kernel_hyper import _box, calibrate_temperature
-
     k = check_integer(k, "k", minimum=1)
     model = tgp.model_ if hasattr(tgp, "model_") else None
     if model is None:

@@ -361,20 +361,6 @@ class TwinGP(BaseEstimator):
             parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m], sol))
         return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
 
-    def predict_modes(self, X, k: int = 2, temperature: float | None = None):
-        """The top-k modes of the tempered predictive exp(-E(y) / tau) / Z per
-        test point and their masses: :func:`bayeskde.learn.tgp_modes` (tau
-        calibrated on the training data when ``None``; global models only).
-
-        Returns ``(modes (n_test, k, d_y), masses (n_test, k))``, highest mass
-        first.
-        """
-        from ..learn.modes import tgp_modes  # the Bayesian layer builds on this one
-
-        check_is_fitted(self, "model_")
-        res = tgp_modes(self, X, k, temperature=temperature)
-        return res.modes, res.masses
-
     def predict(self, X):
         """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y)."""
         mesh = None

@@ -51,7 +51,7 @@ def test_shape_mismatch():
         top_k_modes(np.arange(3.0), np.ones((1, 4)), 1, 0.1)
 
 
-# --- Twin GP modes (tgp_modes, TwinGP.predict_modes) ------------------------
+# --- Twin GP modes (tgp_modes) -----------------------------------------------
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -86,9 +86,6 @@ def test_tgp_grid_modes_carry_the_grid_predictive_mass(sshape_tgp):
         np.testing.assert_allclose(res.masses[i, distinct],
                                    np.asarray(ref)[distinct], rtol=1e-6, atol=1e-9)
     assert np.all(np.diff(res.masses, axis=1) <= 0)
-    modes, masses = sshape_tgp.predict_modes(x, 3, temperature=0.2)
-    np.testing.assert_allclose(masses, tgp_modes(sshape_tgp, x, 3,
-                                                 temperature=0.2).masses)
 
 
 @pytest.fixture(scope="module")
@@ -136,4 +133,4 @@ def test_tgp_modes_bad_input(arm_tgp, sshape_tgp):
     with pytest.raises(ValueError, match="global"):
         tgp_modes(local, a.x_test, 2, temperature=0.1)
     with pytest.raises(ValueError):
-        sshape_tgp.predict_modes(np.array([np.nan]), 2, temperature=0.1)
+        tgp_modes(sshape_tgp, np.array([np.nan]), 2, temperature=0.1)
