@@ -213,3 +213,28 @@ def test_moved_names_resolve_to_the_new_objects():
     assert sharded_gram is bayeskde.lowrank.sharded_gram
     assert tgp_minimize is bayeskde.tgp.tgp_minimize
 
+
+
+def test_twin_gp_energy_batch_and_modes_are_the_core_objects():
+    """The energy batch, the temperature rule and the modes moved into
+    bayeskde.tgp (which imports neither the models nor learn); the old paths
+    re-export the same objects."""
+    import bayeskde.learn
+    import bayeskde.learn.kernel_hyper
+    import bayeskde.learn.modes
+    import bayeskde.models
+    import bayeskde.models.tgp
+    import bayeskde.tgp
+
+    for name in ("TGPEnergyBatch", "tgp_energy_batch", "point_energy",
+                 "batch_energy", "batch_energy_many"):
+        assert getattr(bayeskde.models.tgp, name) is getattr(bayeskde.tgp, name)
+    for name in ("TGPEnergyBatch", "tgp_energy_batch", "point_energy",
+                 "batch_energy"):
+        assert getattr(bayeskde.models, name) is getattr(bayeskde.tgp, name)
+    for name in ("Modes", "tgp_modes", "calibrate_temperature"):
+        assert getattr(bayeskde.learn, name) is getattr(bayeskde.tgp, name)
+    assert (bayeskde.learn.kernel_hyper.calibrate_temperature
+            is bayeskde.tgp.calibrate_temperature)
+    assert bayeskde.learn.modes.tgp_modes is bayeskde.tgp.tgp_modes
+    assert bayeskde.learn.top_k_modes is bayeskde.learn.modes.top_k_modes

@@ -7,7 +7,8 @@
 - :mod:`.quadrature`: the inverse model's posterior by per-pair adaptive
   quadrature (independent draws, no chains).
 - :mod:`.modes`: top-k modes of a predictive with their masses, and of the
-  tempered Twin GP predictive (:func:`tgp_modes`).
+  tempered Twin GP predictive (:func:`tgp_modes`; re-exported from the core,
+  :mod:`bayeskde.tgp.modes`, as is :func:`calibrate_temperature`).
 """
 
 from .inverse_gp import InverseGPFit as InverseGPFit

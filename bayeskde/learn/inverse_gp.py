@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
 from .. import infer
+from .._modes import top_k_modes
 from .._validation import as_float_array, check_integer
 from ..models.inverse_gp import (
     InverseGPData,
@@ -39,7 +40,6 @@ from ..models.inverse_gp import (
     prepare_inverse_gp_data,
 )
 from ..tgp import tgp_minimize
-from .modes import top_k_modes
 from .quadrature import quadrature_posterior
 
 __all__ = [

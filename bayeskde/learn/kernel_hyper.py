@@ -8,7 +8,9 @@
   kernel, and Bayesian model averaging over posterior draws.
 * :func:`calibrate_temperature`, :func:`sample_tgp_predictive`: the Twin GP
   predictive distribution (:mod:`bayeskde.models.tgp`) sampled by NUTS and
-  reweighted by Pareto-smoothed importance sampling.
+  reweighted by Pareto-smoothed importance sampling. The temperature rule
+  (:func:`calibrate_temperature`) lives in the core, :mod:`bayeskde.tgp.modes`,
+  and is re-exported here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import clone
 
 from .. import infer
 from .._validation import as_float_array, check_integer, check_positive
@@ -33,13 +34,10 @@ from ..models.kernel_hyper import (
     posterior_predictive_draw,
     prepare_kernel_hyper_data,
 )
-from ..models.tgp import (
-    batch_energy,
-    batch_energy_many,
-    tgp_energy_batch,
-    tgp_predictive_model,
-)
-from ..tgp import TwinGP
+from ..models.tgp import tgp_predictive_model
+from ..tgp import TwinGP, batch_energy_many, tgp_energy_batch
+from ..tgp.modes import _box, _energies_at
+from ..tgp.modes import calibrate_temperature as calibrate_temperature
 
 __all__ = [
     "KernelHyperFit",
@@ -294,83 +292,6 @@ def bma_kde_predict(
         preds.append(np.asarray(kde.predict(X_test), float))
     preds = np.stack(preds)
     return preds.mean(axis=0), preds, draws
-
-
-def _box(Y, margin):
-    Y = np.asarray(Y)
-    Y = Y[:, None] if Y.ndim == 1 else Y
-    lo, hi = Y.min(axis=0), Y.max(axis=0)
-    pad = margin * (hi - lo)
-    return lo - pad, hi + pad
-
-
-def _log_normaliser_points(key, lower, upper, n_points):
-    """Quadrature (d_y <= 2, midpoint rule) or Monte Carlo points over the box."""
-    d = len(lower)
-    vol = float(np.prod(upper - lower))
-    if d <= 2:
-        per = int(round(n_points ** (1.0 / d)))
-        axes = [lo + (np.arange(per) + 0.5) * (hi - lo) / per
-                for lo, hi in zip(lower, upper, strict=True)]
-        pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, d)
-    else:
-        u = np.asarray(jax.random.uniform(key, (n_points, d)))
-        pts = lower + u * (upper - lower)
-    return pts, np.log(vol / len(pts))
-
-
-def _energies_at(batch, points):
-    """(n_test, n_points) energies of every test point at shared points."""
-    n_test = batch.a.shape[0]
-    pts = jnp.asarray(points, batch.outputs.dtype)
-    Ys = jnp.broadcast_to(pts[:, None, :], (pts.shape[0], n_test, pts.shape[1]))
-    return np.asarray(batch_energy_many(batch, Ys)).T
-
-
-def calibrate_temperature(
-    key: jax.Array, tgp: TwinGP, X, Y, *, validation_fraction: float = 0.2,
-    temperatures=None, margin: float = 0.1, n_points: int = 400,
-) -> tuple[float, dict]:
-    """The temperature tau of (P) (:mod:`bayeskde.models.tgp`) that maximises the
-    held-out log predictive density on a random validation split.
-
-    Returns ``(tau, details)`` with the grid and its mean held-out log density.
-    Cost: one TGP fit on the kept points and ``n_points`` energy evaluations per
-    validation point.
-    """
-    X = as_float_array(X, "X")
-    Y = as_float_array(Y, "Y")
-    X = X[:, None] if X.ndim == 1 else X
-    Y = Y[:, None] if Y.ndim == 1 else Y
-    if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(
-            f"validation_fraction must be in (0, 1), got {validation_fraction}"
-        )
-    n = X.shape[0]
-    n_val = max(1, int(round(validation_fraction * n)))
-    if n - n_val < 3:
-        raise ValueError(f"too few points ({n}) to hold out a validation split")
-    k1, k2 = jax.random.split(key)
-    perm = np.asarray(jax.random.permutation(k1, n))
-    val, keep = perm[:n_val], perm[n_val:]
-    taus = np.geomspace(1e-4, 1e1, 51) if temperatures is None else np.asarray(
-        temperatures, float)
-    if taus.ndim != 1 or taus.size == 0 or not np.all(taus > 0):
-        raise ValueError("temperatures must be a non-empty 1-D array of values > 0")
-    model = clone(tgp).fit(X[keep], Y[keep])
-    batch = tgp_energy_batch(model, jnp.asarray(X[val]))
-    lower, upper = _box(Y, margin)
-    pts, log_cell = _log_normaliser_points(k2, lower, upper, n_points)
-    E_grid = _energies_at(batch, pts)  # (n_val, n_points)
-    E_true = np.asarray(batch_energy(batch, jnp.asarray(Y[val], batch.outputs.dtype)))
-    scores = []
-    for tau in taus:
-        a = -E_grid / tau
-        amax = a.max(axis=1, keepdims=True)
-        log_z = amax[:, 0] + np.log(np.exp(a - amax).sum(axis=1)) + log_cell
-        scores.append(float(np.mean(-E_true / tau - log_z)))
-    best = float(taus[int(np.argmax(scores))])
-    return best, {"temperatures": taus.tolist(), "heldout_log_density": scores}
 
 
 class TGPPredictive(NamedTuple):

@@ -5,12 +5,21 @@
 - :mod:`.neighbors`: nearest-neighbour search (tree on CPU, blocked top-k);
 - :mod:`.baselines`: GP regression and weighted k-NN, the paper's baselines;
 - :mod:`.predict`: compiled global, local and sharded predictions;
+- :mod:`.batch`: per-test-point energy states of a fitted TwinGP and the
+  batched energies E_j(y);
+- :mod:`.modes`: the tempered predictive exp(-E(y) / tau): its temperature and
+  its top-k modes with their masses;
 - :mod:`.estimator`: the :class:`TwinGP` estimator.
 """
 
 from .baselines import cholesky_with_jitter as cholesky_with_jitter
 from .baselines import gp_predict as gp_predict
 from .baselines import weighted_knn_predict as weighted_knn_predict
+from .batch import TGPEnergyBatch as TGPEnergyBatch
+from .batch import batch_energy as batch_energy
+from .batch import batch_energy_many as batch_energy_many
+from .batch import point_energy as point_energy
+from .batch import tgp_energy_batch as tgp_energy_batch
 from .energy import CRITERIA as CRITERIA
 from .energy import HSICState as HSICState
 from .energy import KLState as KLState
@@ -27,6 +36,9 @@ from .energy import tgp_minimize as tgp_minimize
 from .energy import truncated_whitening as truncated_whitening
 from .estimator import FORWARD_MODE_MAX_DIM as FORWARD_MODE_MAX_DIM
 from .estimator import TwinGP as TwinGP
+from .modes import Modes as Modes
+from .modes import calibrate_temperature as calibrate_temperature
+from .modes import tgp_modes as tgp_modes
 from .neighbors import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
 from .neighbors import nearest_neighbors as nearest_neighbors
 from .neighbors import neighbor_indices as neighbor_indices
@@ -56,6 +68,14 @@ __all__ = [
     "cholesky_with_jitter",
     "INITS",
     "tgp_predict_sharded",
+    "TGPEnergyBatch",
+    "tgp_energy_batch",
+    "point_energy",
+    "batch_energy",
+    "batch_energy_many",
+    "Modes",
+    "calibrate_temperature",
+    "tgp_modes",
     "FORWARD_MODE_MAX_DIM",
     "TwinGP",
 ]

@@ -8,7 +8,8 @@ polynomial transform (:class:`bayeskde.PolynomialKernelTransform`,
 Ghosh et al., section 5). The energies, their per-test-point states and the
 batched BFGS minimiser are in :mod:`bayeskde.tgp.energy`; the compiled predictions in
 :mod:`bayeskde.tgp.predict`; the S-shape baselines in :mod:`bayeskde.tgp.baselines`;
-the neighbour search in :mod:`bayeskde.tgp.neighbors`.
+the neighbour search in :mod:`bayeskde.tgp.neighbors`; the tempered predictive
+behind :meth:`TwinGP.predict_modes` in :mod:`bayeskde.tgp.modes`.
 
 Starts. The original release starts BFGS from a ridge linear regression. The
 HSIC energy E = -2 c^T k_y - M_nn k(y, y) tends to a constant as y leaves the
@@ -45,7 +46,6 @@ from .._validation import (
     check_choice,
     check_data,
     check_integer,
-    check_n_features,
     check_nonnegative,
     check_positive,
     check_same_length,
@@ -55,6 +55,7 @@ from .._validation import (
 )
 from ..kernels.standard import median_gamma, rbf_gram
 from .baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
+from .batch import _check_test_inputs
 from .energy import (
     CRITERIA,
     FORWARD_MODE_MAX_DIM,
@@ -72,6 +73,7 @@ from .energy import (
     tgp_minimize,
     truncated_whitening,
 )
+from .modes import Modes, tgp_modes
 from .neighbors import (
     DEFAULT_BLOCK_SIZE,
     nearest_neighbors,
@@ -372,13 +374,7 @@ class TwinGP(BaseEstimator):
 
     def _predict(self, X, mesh):
         check_is_fitted(self, "model_")
-        was_1d = getattr(X, "ndim", None) == 1
-        X = check_data(X, "X")
-        if isinstance(X, tuple):
-            raise TypeError("TwinGP needs numeric X, got strings")
-        check_n_features(X, self.n_features_in_, "X", was_1d, "TwinGP")
-        check_squared_range(X, "X")
-        X = X.astype(self.model_.X.dtype)
+        X = _check_test_inputs(self, X)
         local = self.n_neighbors_ is not None
         # Local models without a transform form their kernel rows per
         # neighbourhood; everything else needs the rows against all training.
@@ -419,6 +415,85 @@ class TwinGP(BaseEstimator):
         self.solution_ = sol
         y = np.asarray(sol.y)
         return y[:, 0] if self._y_1d else y
+
+    def predict_modes(
+        self, X, k: int = 2, *, temperature: float | None = None,
+        n_grid: int = 400, n_starts: int = 8, margin: float = 0.1,
+        radius: float | None = None, key: jax.Array | None = None,
+    ) -> Modes:
+        """The top-k modes of the tempered predictive per test point, with masses.
+
+        ``predict`` returns one minimiser of the energy E(y), the KL energy
+        (Bo and Sminchisescu 2010, eq. (14)) or the HSIC energy (eq. (19)).
+        Where the inverse map is multivalued (S-shape, a pose's mirror images)
+        E has several minima and that one hides the others. Read as an energy,
+        E defines the tempered predictive
+
+            p(y | x) proportional to exp(-E(y) / tau)
+
+        on the box of training outputs widened by ``margin``, and this method
+        returns its k modes of highest mass. Outputs of dimension <= 2: the
+        masses of a midpoint grid of ``n_grid`` points, split into the k
+        separated regions of highest mass (each mode the most probable grid
+        point of its region, its mass that of the grid points nearest to it).
+        Above: the minima of E found by BFGS from the outputs of the ``n_starts``
+        nearest training inputs, with Laplace masses exp(-E / tau)
+        det(H / tau)^(-1/2), normalised over the minima found. This is
+        :func:`bayeskde.tgp.tgp_modes` (also :func:`bayeskde.learn.tgp_modes`)
+        applied to this estimator.
+
+        Args:
+            X: ``(n_test, d_x)`` test inputs (1-D: one feature per point).
+            k: number of modes.
+            temperature: tau > 0; ``None`` chooses it by
+                :func:`bayeskde.tgp.calibrate_temperature`: the tau of highest
+                held-out log density of the predictive on a random 20% of the
+                training pairs (split by ``key``, default ``key(0)``).
+            n_grid: grid points (d_y <= 2).
+            n_starts: BFGS starts per test point (d_y > 2).
+            margin: the grid box's widening on each side, a fraction of the
+                outputs' range.
+            radius: modes closer than this (output units) are one mode
+                (default 0.1 of the outputs' mean range).
+            key: PRNG key of the calibration's split.
+
+        Returns:
+            :class:`bayeskde.tgp.Modes`: ``modes`` ``(n_test, k, d_y)`` (also
+            when fitted on 1-D outputs), ``masses`` ``(n_test, k)`` highest
+            first, summing to at most 1 (when fewer than k separated modes carry
+            mass, the rest repeat the first with mass 0), and the
+            ``temperature`` used.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before ``fit``.
+            ValueError: a local model (``n_neighbors`` set: the predictive needs
+                the global model's energy), ``k < 1``, ``temperature <= 0``,
+                bad ``n_grid``, ``n_starts``, ``margin`` or ``radius``, ``X``
+                with NaN/inf or the wrong number of features.
+            TypeError: ``X`` that is not numeric.
+
+        Cost: O(T N^2) for the T test points' energy states, then O(N r) per
+        energy evaluation (KL with the r kept whitening columns; O(N) HSIC):
+        ``n_grid`` per test point on the grid, or ``n_starts`` BFGS runs and
+        their Hessians (O(N^2 d_y^2) each) per test point; choosing tau adds a
+        fit on 80% of the training pairs and 400 energy evaluations per
+        held-out pair.
+
+        Examples:
+            >>> import numpy as np
+            >>> t = np.linspace(0, 1, 60); x = t + 0.3 * np.sin(2 * np.pi * t)
+            >>> tgp = TwinGP(gamma_x=20.0, gamma_y=20.0, ridge=1e-3).fit(x, t)
+            >>> res = tgp.predict_modes(np.array([0.1, 0.5]), k=2,
+            ...                         temperature=0.05, n_grid=100)
+            >>> res.modes.shape, res.masses.shape
+            ((2, 2, 1), (2, 2))
+            >>> bool(np.all(res.masses[:, 0] >= res.masses[:, 1]))
+            True
+        """
+        check_is_fitted(self, "model_")
+        X = _check_test_inputs(self, X)  # errors name X, as predict's do
+        return tgp_modes(self, X, k, temperature=temperature, n_grid=n_grid,
+                         n_starts=n_starts, margin=margin, radius=radius, key=key)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
