@@ -78,6 +78,7 @@ from .recursions import (
     _emit_log_likelihoods,
     _forward_backward,
     _forward_filter,
+    _forward_filter_batch,
     _forward_scan,
     _prepare,
     _summed_xi,
@@ -202,21 +203,13 @@ def _forward_backward_batched(log_initial, log_transition, log_likelihoods, mask
     return HMMPosterior(jnp.moveaxis(gamma, 1, 0), jnp.moveaxis(xi, -1, 0), log_lik)
 
 
-def _forward_filter_batched(log_initial, log_transition, log_likelihoods, mask):
-    xs, m = _time_major(log_likelihoods, mask)
-    alphas, log_lik = _forward_scan(jnp.exp(log_initial), jnp.exp(log_transition),
-                                    _emit_log_likelihoods, xs, m)
-    filtered = jnp.where(m[:, None], alphas, 0.0)
-    return HMMFilter(jnp.moveaxis(filtered, -1, 0), log_lik)
-
-
 def _fb_single(log_initial, log_transition, log_likelihoods, mask):
     return _forward_backward(log_initial, log_transition, log_likelihoods, mask,
                              False)
 
 
 _fb_fused = _fused(_fb_single, _forward_backward_batched)
-_ff_fused = _fused(_forward_filter, _forward_filter_batched)
+_ff_fused = _fused(_forward_filter, _forward_filter_batch)
 _vit_fused = _fused(_viterbi, _viterbi_batch)
 
 

@@ -91,6 +91,27 @@ def _matvec(matrix, v):
     return jnp.tensordot(matrix, v, axes=1)
 
 
+def _normalise_step(pred, b, shift, m, axis):
+    """One scaled forward update (Rabiner eqs. 19-20, 91) with every guard:
+    ``pred * b`` normalised along ``axis`` (the state axis) and the step's log
+    scale ``log c_t + shift`` (0 on masked steps).
+
+    Underflow in every state (see the module notes) keeps the support of
+    ``pred``; an observation impossible in every state gives a zero row and
+    log scale -inf.
+    """
+    log_tiny = jnp.log(jnp.finfo(pred.dtype).tiny)
+    a = pred * b
+    c = jnp.sum(a, axis=axis)
+    ok = c > 0
+    a = jnp.where(jnp.expand_dims(ok, axis), a, jnp.where(pred > 0, b, 0.0))
+    total = jnp.where(ok, c, jnp.sum(a, axis=axis))
+    alpha = a / jnp.expand_dims(jnp.where(total > 0, total, 1.0), axis)
+    fallback = jnp.where(total > 0, log_tiny, -jnp.inf)  # -inf: impossible
+    log_c = jnp.where(ok, jnp.log(jnp.where(ok, c, 1.0)), fallback)
+    return alpha, jnp.where(m, log_c + shift, 0.0)
+
+
 def _forward_scan(initial, transition, emit, xs, mask):
     """Forward pass (Rabiner eqs. 19-20, normalised by c_t as in eq. 91).
 
@@ -108,25 +129,15 @@ def _forward_scan(initial, transition, emit, xs, mask):
         the log likelihood ``(...)``.
     """
     dtype = initial.dtype
-    log_tiny = jnp.log(jnp.finfo(dtype).tiny)
     transition_t = transition.T
 
     def _step(carry, x):
         pred, log_lik = carry
         obs, m = x
         b, shift = emit(obs, m)
-        a = pred * b
-        c = jnp.sum(a, axis=0)
-        ok = c > 0
-        # Underflow in every state (see the module notes): keep the support.
-        a = jnp.where(ok[None], a, jnp.where(pred > 0, b, 0.0))
-        total = jnp.where(ok, c, jnp.sum(a, axis=0))
-        alpha = a / jnp.where(total > 0, total, 1.0)[None]
-        fallback = jnp.where(total > 0, log_tiny, -jnp.inf)  # -inf: impossible
-        log_c = jnp.where(ok, jnp.log(jnp.where(ok, c, 1.0)), fallback)
-        log_lik = log_lik + jnp.where(m, log_c + shift, 0.0)
+        alpha, log_scale = _normalise_step(pred, b, shift, m, 0)
         nxt = jnp.where(m[None], _matvec(transition_t, alpha), alpha)
-        return (nxt, log_lik), alpha
+        return (nxt, log_lik + log_scale), alpha
 
     batch = mask.shape[1:]
     init = jnp.broadcast_to(initial.reshape((-1,) + (1,) * len(batch)),
@@ -251,6 +262,52 @@ def _forward_filter(log_initial, log_transition, log_likelihoods, mask):
         log_likelihoods, mask,
     )
     return HMMFilter(jnp.where(mask[:, None], alphas, 0.0), log_likelihood)
+
+
+def _forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
+    """The forward filter of a batch sharing its parameters, batch-major.
+
+    ``log_likelihoods`` ``(B, T, N)``, ``mask`` ``(B, T)``; returns the filtered
+    marginals ``(B, T, N)`` (zero on masked steps) and ``(B,)`` log
+    likelihoods, equal to :func:`_forward_filter` per sequence. The scan carries
+    ``(B, N)`` rows, states minor (for the filter alone this layout measured
+    1.1-1.2x faster than the time-major ``(N, B)`` of the smoother, whose
+    backward pass and pairwise sums want the states major). A step takes the
+    plain update (shift, scale, normalise) when every sequence's normaliser is
+    positive, and :func:`_normalise_step` with its guards only when one is not
+    (``lax.cond``: the guards' second reduction and selects cost 15-20% of the
+    step and are almost never needed).
+    """
+    initial, transition = jnp.exp(log_initial), jnp.exp(log_transition)
+    batch = log_likelihoods.shape[0]
+
+    def _step(carry, x):
+        pred, log_lik = carry
+        obs, m = x  # (B, N), (B,)
+        shift = jnp.max(obs, axis=1)
+        b = jnp.where(m[:, None], jnp.exp(obs - shift[:, None]), 1.0)
+        a = pred * b
+        c = jnp.sum(a, axis=1)
+
+        def plain(_):
+            return a / c[:, None], jnp.where(m, jnp.log(c) + shift, 0.0)
+
+        def guarded(_):
+            safe = jnp.where(jnp.isfinite(shift) & m, shift, 0.0)
+            b_safe = jnp.where(m[:, None], jnp.exp(obs - safe[:, None]), 1.0)
+            return _normalise_step(pred, b_safe, safe, m, 1)
+
+        # c is NaN when a whole row of obs is -inf: the guarded branch.
+        alpha, log_scale = lax.cond(jnp.all(c > 0), plain, guarded, None)
+        nxt = jnp.where(m[:, None], alpha @ transition, alpha)
+        return (nxt, log_lik + log_scale), alpha
+
+    init = jnp.broadcast_to(initial[None], (batch, initial.shape[0]))
+    xs = (jnp.moveaxis(log_likelihoods, 1, 0), mask.T)
+    (_, log_lik), alphas = lax.scan(
+        _step, (init, jnp.zeros(batch, initial.dtype)), xs)
+    alphas = jnp.where(mask.T[:, :, None], alphas, 0.0)
+    return HMMFilter(jnp.moveaxis(alphas, 1, 0), log_lik)
 
 
 def max_argmax(x: Array) -> tuple[Array, Array]:

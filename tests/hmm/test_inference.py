@@ -323,3 +323,55 @@ def test_max_argmax_is_jnp_max_and_argmax_with_ties_and_minus_inf():
     best, idx = max_argmax(xs)
     np.testing.assert_array_equal(best, jnp.max(xs, axis=-1))
     np.testing.assert_array_equal(idx, jnp.argmax(xs, axis=-1))
+
+
+def test_vmapped_filter_guards_underflow_and_impossible_steps(rng):
+    """The batched filter's plain step hands over to the guarded one whenever a
+    sequence's normaliser is not positive: a step impossible in every state
+    (log likelihood -inf everywhere: zero row, log likelihood -inf), likelihoods
+    that underflow in every state the prediction supports (structural zeros in
+    the transitions), and ordinary and padded sequences in the same batch. Each
+    sequence gets the single-sequence filter's answer, the ordinary ones the
+    brute force's."""
+    n, t, b = 3, 8, 4
+    log_pi, _, _ = _random_hmm(rng, n, 1)
+    A = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
+    with np.errstate(divide="ignore"):
+        log_A = np.log(A)
+    huge = 1e4 if X64 else 1e3  # exp(-huge) underflows in either precision
+    lls = rng.normal(size=(b, t, n))
+    lls[0, 3] = -np.inf  # impossible at step 3
+    lls[1, 3] = [-huge, 0.0, -huge]  # state 1 now; states 1, 2 next ...
+    lls[1, 4] = [0.0, -huge, -huge]  # ... where only state 0 is likely
+    masks = np.ones((b, t), bool)
+    masks[2, 5:] = False
+    args = tuple(jnp.asarray(v) for v in (log_pi, log_A, lls, masks))
+
+    @jax.jit
+    def fused(a, b_, c, m):
+        return jax.vmap(lambda c, m: forward_filter(a, b_, c, mask=m))(c, m)
+
+    @jax.jit
+    def generic(a, b_, c, m):
+        return jax.vmap(lambda c, m: _forward_filter(a, b_, c, m))(c, m)
+
+    got, want = fused(*args), generic(*args)
+    np.testing.assert_allclose(got.filtered, want.filtered, atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(np.isfinite(got.log_likelihood),
+                                  np.isfinite(want.log_likelihood))
+    fin = np.isfinite(np.asarray(want.log_likelihood))
+    np.testing.assert_allclose(np.asarray(got.log_likelihood)[fin],
+                               np.asarray(want.log_likelihood)[fin],
+                               rtol=ATOL, atol=ATOL)
+    assert float(got.log_likelihood[0]) == -np.inf
+    np.testing.assert_array_equal(got.filtered[0, 3], 0.0)
+    # Sequence 1: every supported state's likelihood underflows at step 4 (a
+    # scaled filter cannot tell that from impossible: -inf, as the generic rule).
+    np.testing.assert_allclose(np.asarray(got.filtered[1, :4]).sum(1), 1.0,
+                               atol=ATOL)
+    np.testing.assert_array_equal(got.filtered[1, 4], 0.0)
+    for i in (2, 3):  # ordinary sequences: the brute force
+        obs = masks[i]
+        want_z = _brute(log_pi, log_A, lls[i][obs])[2]
+        np.testing.assert_allclose(float(got.log_likelihood[i]), want_z,
+                                   atol=ATOL * 10, rtol=0)
