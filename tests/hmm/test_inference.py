@@ -325,19 +325,20 @@ def test_max_argmax_is_jnp_max_and_argmax_with_ties_and_minus_inf():
     np.testing.assert_array_equal(idx, jnp.argmax(xs, axis=-1))
 
 
-def test_vmapped_filter_guards_underflow_and_impossible_steps(rng):
-    """The batched filter's plain step hands over to the guarded one whenever a
-    sequence's normaliser is not positive: a step impossible in every state
-    (log likelihood -inf everywhere: zero row, log likelihood -inf), likelihoods
-    that underflow in every state the prediction supports (structural zeros in
-    the transitions), and ordinary and padded sequences in the same batch. Each
-    sequence gets the single-sequence filter's answer, the ordinary ones the
-    brute force's."""
+@pytest.mark.parametrize("zeros", [True, False])
+def test_vmapped_filter_guards_underflow_and_impossible_steps(rng, zeros):
+    """The batched filter (its guarded scan when a transition is zero, its plain
+    scan otherwise) equals the per-sequence filter on a batch holding a step
+    impossible in every state (log likelihood -inf everywhere: zero row, log
+    likelihood -inf), likelihoods that underflow in every state the prediction
+    supports (with structural zeros), and ordinary and padded sequences; the
+    ordinary ones also equal the brute force."""
     n, t, b = 3, 8, 4
-    log_pi, _, _ = _random_hmm(rng, n, 1)
-    A = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
-    with np.errstate(divide="ignore"):
-        log_A = np.log(A)
+    log_pi, log_A, _ = _random_hmm(rng, n, 1)
+    if zeros:
+        A = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
+        with np.errstate(divide="ignore"):
+            log_A = np.log(A)
     huge = 1e4 if X64 else 1e3  # exp(-huge) underflows in either precision
     lls = rng.normal(size=(b, t, n))
     lls[0, 3] = -np.inf  # impossible at step 3
@@ -365,11 +366,13 @@ def test_vmapped_filter_guards_underflow_and_impossible_steps(rng):
                                rtol=ATOL, atol=ATOL)
     assert float(got.log_likelihood[0]) == -np.inf
     np.testing.assert_array_equal(got.filtered[0, 3], 0.0)
-    # Sequence 1: every supported state's likelihood underflows at step 4 (a
-    # scaled filter cannot tell that from impossible: -inf, as the generic rule).
     np.testing.assert_allclose(np.asarray(got.filtered[1, :4]).sum(1), 1.0,
                                atol=ATOL)
-    np.testing.assert_array_equal(got.filtered[1, 4], 0.0)
+    if zeros:  # every supported state's likelihood underflows at step 4 (a
+        # scaled filter cannot tell that from impossible: -inf, as the generic rule)
+        np.testing.assert_array_equal(got.filtered[1, 4], 0.0)
+    else:
+        assert np.isfinite(float(got.log_likelihood[1]))
     for i in (2, 3):  # ordinary sequences: the brute force
         obs = masks[i]
         want_z = _brute(log_pi, log_A, lls[i][obs])[2]
