@@ -85,7 +85,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--num-samples", type=int, default=1000,
                    help="NUTS draws per chain (default 1000)")
     p.add_argument("--num-warmup", type=int, default=500)
-    p.add_argument("--num-chains", type=int, default=2)
+    p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--temperature", type=float, default=1.0,
                    help="tau of the Gibbs posterior (loss units per nat, default 1)")
     p.add_argument("--gibbs-only", action="store_true",
@@ -176,6 +176,7 @@ def bayes_fold(key, K_grid, sigmas, train, test, L, loss, variant, args):
         "map_loss": float(np.mean(loss[test, pred_map])),
         "time_s": time_bma,
         "max_rhat": rep.max_rhat, "min_ess_bulk": rep.min_ess_bulk,
+        "min_ess_tail": rep.min_ess_tail,
         "divergences": rep.divergences, "warnings": list(rep.messages),
     }
     curve = {"ridge_marginal": P.sum(0), "grid": P.sum(1),
@@ -413,7 +414,10 @@ def report(results) -> None:
                 parts.append(f"{v} MAP sigma {i['map']['sigma']:.3g} ridge "
                              f"{i['map']['ridge']:.1e} p={i['n_components']} "
                              + ("exact" if v == GIBBS else
-                                f"R-hat {i['max_rhat']:.3f}"))
+                                f"R-hat {i['max_rhat']:.3f}, ESS bulk "
+                                f"{i['min_ess_bulk']:.0f} / tail "
+                                f"{i['min_ess_tail']:.0f}, "
+                                f"{i['divergences']} divergences"))
             d = res["folds"][GIBBS][f]["bma_loss"] - cv["loss"]
             parts.append(f"{GIBBS} BMA - CV {d:+.4f}")
             print(f"  fold {f}: " + "; ".join(parts))
