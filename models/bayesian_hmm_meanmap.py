@@ -25,9 +25,12 @@ the deterministic twin printed beside the Bayesian ones. Writes, under ``--out``
 InferenceData per task (``<task>.nc``, first fold, relabelled) and its trace plot
 (``<task>_trace.png``).
 
-Run ``python models/bayesian_hmm_meanmap.py`` (a few minutes on 2 cores) or with
-``--quick`` (categorical task only, fewer sequences and draws, the first outer
-fold only).
+Run ``python models/bayesian_hmm_meanmap.py`` (about 18 minutes on 2 cores: NUTS
+with 4 chains x (500 warmup + 800 draws) per fold; seed 0 prints max R-hat
+1.0050 / 1.0055 / 1.0058 and min tail ESS 887 / 1682 / 620 on the three tasks)
+or with ``--quick`` (categorical task only, fewer sequences, 2 chains x 50 draws:
+a smoke run whose diagnostics are not expected to pass, the first outer fold
+only).
 """
 
 from __future__ import annotations
