@@ -73,18 +73,19 @@ def _prepare(log_initial, log_transition, log_likelihoods, mask):
 # alone at a quarter of the old total time).
 
 
-def _emit_log_likelihoods(x, m):
-    """``emit`` for given log likelihoods ``x`` ``(N, ...)``: the scaled row
-    ``exp(x - max_i x_i)`` and its shift, all-ones on masked steps.
+def _emit_log_likelihoods(x, m, axis=0):
+    """``emit`` for given log likelihoods ``x`` ``(N, ...)`` (the state axis
+    ``axis``): the scaled row ``exp(x - max_i x_i)`` and its shift, all-ones on
+    masked steps.
 
     The per-step shift makes the largest likelihood 1 whatever the scale of the
     densities; an all ``-inf`` row (an observation impossible in every state) keeps
     shift 0 and yields a zero row.
     """
-    shift = jnp.max(x, axis=0)
+    shift = jnp.max(x, axis=axis)
     shift = jnp.where(jnp.isfinite(shift) & m, shift, 0.0)
-    lik = jnp.exp(x - shift[None])
-    return jnp.where(m[None], lik, 1.0), shift
+    lik = jnp.exp(x - jnp.expand_dims(shift, axis))
+    return jnp.where(jnp.expand_dims(m, axis), lik, 1.0), shift
 
 
 def _matvec(matrix, v):
@@ -280,10 +281,11 @@ def _forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
     filtered probability is at least 1 / N), so the normaliser c_t >= pred_j * 1
     at the state j of the largest likelihood cannot underflow: the guards of
     :func:`_normalise_step` (a second reduction and selects per step, 15-20% of
-    its time) reduce to the two cheap ones kept here, a finite shift for a step
-    impossible in every state and c_t = 0 after one. Otherwise the guarded scan
-    runs. (One ``lax.cond`` on the parameters chooses; each branch transposes its
-    own output, which measured 1.5x faster than a transpose after the cond.)
+    its time) reduce to the two cheap ones kept here, the emission's finite
+    shift for a step impossible in every state and c_t = 0 after one. Otherwise
+    the guarded scan runs. (One ``lax.cond`` on the parameters chooses; each
+    branch transposes its own output, which measured 1.5x faster than a
+    transpose after the cond.)
     """
     initial = jnp.exp(log_initial)
     batch, n = log_likelihoods.shape[0], initial.shape[0]
@@ -296,10 +298,7 @@ def _forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
         def _step(carry, x):
             pred, log_lik = carry
             obs, m = x  # (B, N), (B,)
-            shift = jnp.max(obs, axis=1)
-            ok = jnp.isfinite(shift) & m if guarded else jnp.isfinite(shift)
-            shift = jnp.where(ok, shift, 0.0)
-            b = jnp.where(m[:, None], jnp.exp(obs - shift[:, None]), 1.0)
+            b, shift = _emit_log_likelihoods(obs, m, axis=1)
             if guarded:
                 alpha, log_scale = _normalise_step(pred, b, shift, m, 1)
             else:
