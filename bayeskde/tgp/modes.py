@@ -263,11 +263,7 @@ def tgp_modes(
     tol = jnp.sqrt(jnp.finfo(dt).eps)
     args = (*batch[2:-1], tol)
     if d <= 2:
-        lower, upper = _box(Y, margin)
-        per = int(round(n_grid ** (1.0 / d)))
-        axes = [lo + (np.arange(per) + 0.5) * (hi - lo) / per
-                for lo, hi in zip(lower, upper, strict=True)]
-        grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, d)
+        grid, _ = _log_normaliser_points(None, *_box(Y, margin), n_grid)
         Ys = jnp.broadcast_to(jnp.asarray(grid, dt)[:, None, :],
                               (len(grid), X_test.shape[0], d))
         a = -np.asarray(batch_energy_many(batch, Ys), float).T / tau
