@@ -125,6 +125,10 @@ class _QuickJit:
     def lower(self, *args, **kwargs):
         return self._plain.lower(*args, **kwargs)
 
+    def _cache_size(self):
+        """Compiled programs held (both variants), as ``jax.jit``'s."""
+        return self._plain._cache_size() + self._quick._cache_size()
+
 
 def quick_jit(fun=None, **jit_kwargs):
     """``jax.jit(fun, **jit_kwargs)`` compiled with :data:`CPU_COMPILE_OPTIONS` on

@@ -550,22 +550,30 @@ def truncated_whitening(
     """
     G = check_gram(G, "G")
     ridge = check_positive(ridge, "ridge")
-    eps = float(jnp.finfo(G.dtype).eps)
+    if rtol is not None and (not np.isfinite(float(rtol)) or float(rtol) < 0):
+        raise ValueError(f"rtol must be finite and >= 0, got {rtol}")
+    # One compiled program; the selection runs on the host (a handful of small
+    # device ops would each compile in a fresh process).
+    lam, V, floor = jax.device_get(_eigh_floor(G, ridge))
+    return select_whitening(lam, V, floor, ridge, rtol)
+
+
+def select_whitening(lam: np.ndarray, V: np.ndarray, floor, ridge: float,
+                     rtol: float | None) -> Whitening:
+    """:func:`truncated_whitening` from ``eigh(G + ridge I)`` = ``(lam, V)`` and
+    the floor eps * max|lam| (host arrays, the outputs of ``_eigh_floor``)."""
+    dtype = lam.dtype
+    eps = float(np.finfo(dtype).eps)
     auto = rtol is None
     rtol = float(np.sqrt(eps)) if auto else float(rtol)
-    if not np.isfinite(rtol) or rtol < 0:
-        raise ValueError(f"rtol must be finite and >= 0, got {rtol}")
-    # One compiled program; the selection below runs on the host (a handful of
-    # small device ops would each compile in a fresh process).
-    lam, V, floor = jax.device_get(_eigh_floor(G, ridge))
     tau = rtol * ridge
     if auto:
         # Eigenvalues within the round-off of eigh (about eps ||G||, grown by
         # sqrt(N) for the accumulated rotations) are not resolved by the dtype.
-        tau = max(tau, np.sqrt(G.shape[0]) * eps * float(np.max(np.abs(lam))))
+        tau = max(tau, np.sqrt(V.shape[0]) * eps * float(np.max(np.abs(lam))))
     keep = np.abs(lam - ridge) > tau
     if not keep.any():
         keep[-1] = True  # G ~ 0: keep one direction so that shapes stay valid
     W = V[:, keep] / np.sqrt(np.maximum(lam[keep], floor))[None, :]
-    return Whitening(jnp.asarray(W, G.dtype), int(keep.sum()), tau,
+    return Whitening(jnp.asarray(W, dtype), int(keep.sum()), tau,
                      bool(np.any(lam < float(floor))))

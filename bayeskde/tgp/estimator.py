@@ -73,6 +73,7 @@ from .energy import (
     tgp_minimize,
     truncated_whitening,
 )
+from .fitting import fit_rbf
 from .modes import Modes, tgp_modes
 from .neighbors import (
     DEFAULT_BLOCK_SIZE,
@@ -275,8 +276,13 @@ class TwinGP(BaseEstimator):
         )
         local_only = (self.n_neighbors_ is not None
                       and self.kernel_transform is None)
-        K = G = None
-        if not local_only:  # local models without a transform need no Gram
+        K = G = pre = None
+        global_kl = self.criterion == "kl" and self.n_neighbors_ is None
+        if not local_only and self.kernel_transform is None:
+            # Grams, factor, whitening and starts in one compiled program.
+            pre = fit_rbf(X, Y2, gamma_x, gamma_y, ridge, global_kl, rtol)
+            K, G = pre.K, pre.G
+        elif not local_only:  # local models without a transform need no Gram
             K = rbf_gram(X, X, gamma_x)
             G = rbf_gram(Y2, Y2, gamma_y)
         out_coef, projector, basis, glam = None, None, "monomial", 0.5
@@ -304,9 +310,12 @@ class TwinGP(BaseEstimator):
         self._static = {"basis": basis, "gegenbauer_lambda": glam}
         chol_in = whiten = None
         self.whiten_rank_ = None
-        if self.criterion == "kl" and self.n_neighbors_ is None:
-            chol_in = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
-            w = truncated_whitening(G, ridge, rtol)
+        if global_kl:
+            if pre is None:
+                chol_in = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
+                w = truncated_whitening(G, ridge, rtol)
+            else:
+                chol_in, w = pre.chol_in, pre.whitening
             whiten, clipped = w.whiten, w.clipped
             self.whiten_rank_ = w.rank
             if clipped:
@@ -314,7 +323,8 @@ class TwinGP(BaseEstimator):
                           "below eps * max were raised to it")
         dtype = X.dtype
         self.model_ = _Model(
-            X, Y2, K, G, chol_in, whiten, _linear_init_weights(X, Y2),
+            X, Y2, K, G, chol_in, whiten,
+            _linear_init_weights(X, Y2) if pre is None else pre.weights,
             jnp.asarray(ridge, dtype),
             OutputKernel(jnp.asarray(gamma_y, dtype), out_coef, projector),
             jnp.asarray(gamma_x, dtype),
@@ -334,7 +344,7 @@ class TwinGP(BaseEstimator):
 
     def _input_kernels(self, X):
         k_x = rbf_gram(X, self.model_.X, self.gamma_x_)
-        k_xx = jnp.ones((X.shape[0],), X.dtype)
+        k_xx = jnp.asarray(np.ones((X.shape[0],), X.dtype))  # no device program
         if self.transform_ is not None:
             k_x = jnp.asarray(self.transform_.transform_input(k_x), X.dtype)
             k_xx = jnp.asarray(self.transform_.transform_input(k_xx), X.dtype)
@@ -378,7 +388,10 @@ class TwinGP(BaseEstimator):
         local = self.n_neighbors_ is not None
         # Local models without a transform form their kernel rows per
         # neighbourhood; everything else needs the rows against all training.
-        kernels = () if local and self.model_.K_in is None else self._input_kernels(X)
+        # The plain global model evaluates them inside its compiled program.
+        inline = (not local and mesh is None and self.transform_ is None)
+        kernels = (() if (local and self.model_.K_in is None) or inline
+                   else self._input_kernels(X))
         tol = jnp.asarray(self.tol, X.dtype)
         static = dict(
             criterion=self.criterion_, max_iter=int(self.max_iter),
@@ -410,10 +423,10 @@ class TwinGP(BaseEstimator):
                 sol = self._local_in_batches(X, k_x, k_xx, tol, idx, static)
             else:
                 sol = predict(self.model_, X, k_x, k_xx, tol, idx, **static)
-        if not bool(jnp.all(jnp.isfinite(sol.y))):
+        y = np.asarray(sol.y)
+        if not np.all(np.isfinite(y)):
             raise FloatingPointError("TGP prediction is not finite")
         self.solution_ = sol
-        y = np.asarray(sol.y)
         return y[:, 0] if self._y_1d else y
 
     def predict_modes(

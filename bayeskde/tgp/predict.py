@@ -18,6 +18,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
+from ..cache import quick_jit
 from ..kernels.standard import rbf_gram
 from .energy import (
     HSICState,
@@ -84,45 +85,10 @@ def _choose_start(energy, y_lin, candidates, state, init):
     return candidates[jnp.argmin(E)]
 
 
-# XLA's CPU fusion emitters compile the many small fusions of the optimiser
-# loop slowly (S-shape, 500 points: 1.1 s against 0.47 s of CPU time with the
-# older emitters, the same run time), so the prediction functions are compiled
-# without them on CPU. An XLA that does not know the option, or another
-# backend, gets the plain jit.
-_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-
-
-class _CPUFastCompileJit:
-    """``jax.jit(fun)``, compiled with ``_CPU_COMPILER_OPTIONS`` on CPU."""
-
-    def __init__(self, fun, static_argnames):
-        self.raw = fun
-        self._plain = jax.jit(fun, static_argnames=static_argnames)
-        self._fast = jax.jit(
-            fun, static_argnames=static_argnames,
-            compiler_options=_CPU_COMPILER_OPTIONS,
-        )
-        functools.update_wrapper(self, fun)
-
-    def __call__(self, *args, **kwargs):
-        if self._fast is not None and jax.default_backend() == "cpu":
-            try:
-                return self._fast(*args, **kwargs)
-            except Exception as err:  # noqa: BLE001 - only the unknown option
-                if "xla_cpu_use_fusion_emitters" not in str(err):
-                    raise
-                self._fast = None
-        return self._plain(*args, **kwargs)
-
-    def _cache_size(self):
-        fast = 0 if self._fast is None else self._fast._cache_size()
-        return self._plain._cache_size() + fast
-
-
-def _cpu_fast_compile_jit(static_argnames):
-    return functools.partial(_CPUFastCompileJit, static_argnames=static_argnames)
-
-
+# The optimiser loop's many small fusions compile slowly with XLA's CPU fusion
+# emitters (S-shape, 500 points: 1.1 s against 0.47 s of CPU time with the older
+# emitters, the same run time), so the global prediction is compiled with
+# :data:`bayeskde.cache.CPU_COMPILE_OPTIONS` on CPU (:func:`quick_jit`).
 _STATIC = ("criterion", "max_iter", "basis", "gegenbauer_lambda", "init",
            "init_neighbors", "search_block")
 
@@ -139,13 +105,16 @@ def _search(X, X_test, k, search_block):
     return neighbor_indices(X, X_test, k, search_block)
 
 
-@_cpu_fast_compile_jit(_STATIC)
+@quick_jit(static_argnames=_STATIC)
 def _predict_global(
     model, X_test, k_x, k_xx, tol, idx=None, *, criterion, max_iter, basis,
     gegenbauer_lambda, init, init_neighbors, search_block,
 ):
     y_lin = _init(model, X_test)
     energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
+    if k_x is None:  # RBF input kernel without a transform: evaluated here
+        k_x = rbf_gram(X_test, model.X, model.gamma_in)
+        k_xx = jnp.ones((X_test.shape[0],), X_test.dtype)
     # States of all test points at once (one multi-right-hand-side solve); the
     # shared arrays stay unbatched (axis None).
     if criterion == "kl":
@@ -225,7 +194,7 @@ _predict_local = jax.jit(
 def _sharded_fn(treedef, n_leaves, has_kx, has_idx, local, static_items):
     """One function object per configuration, so compiled programs are reused."""
     static = dict(static_items)
-    impl = _predict_local_impl if local else _predict_global.raw
+    impl = _predict_local_impl if local else _predict_global.__wrapped__
 
     def fn(*args):
         model = jax.tree_util.tree_unflatten(treedef, args[:n_leaves])
