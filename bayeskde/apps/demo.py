@@ -223,9 +223,12 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     x, grid = arrays["x_test"], arrays["grid"]
-    dens = np.exp(arrays["log_probs"]).T
-    ax.pcolormesh(x, grid, dens / dens.max(axis=0, keepdims=True), cmap="Blues",
-                  shading="auto", vmin=0, vmax=1)
+    # The test points follow t along the S, so x goes back and forth: the density
+    # image and the predictor's line are drawn in increasing x.
+    order = np.argsort(x, kind="stable")
+    dens = np.exp(arrays["log_probs"]).T[:, order]
+    ax.pcolormesh(x[order], grid, dens / dens.max(axis=0, keepdims=True),
+                  cmap="Blues", shading="auto", vmin=0, vmax=1)
     ax.scatter(arrays["x_train"], arrays["t_train"], s=3, c="0.55",
                label="training data")
     ax.plot(x, arrays["t_test"], "k", lw=1, label="truth")
@@ -234,7 +237,8 @@ def plot_sshape_demo(result: dict, fit, arrays: dict, out: str | Path) -> list[P
         sel = big[:, j]
         ax.plot(x[sel], arrays["modes"][sel, j], ".", ms=2, c=f"C{j + 1}",
                 label=f"mode {j + 1} (mass > 0.1)")
-    ax.plot(x, arrays["tgp_pred"], "C4", lw=1, label="Twin GP (published)")
+    ax.plot(x[order], arrays["tgp_pred"][order], "C4", lw=1,
+            label="Twin GP (published)")
     ax.set_xlabel("x")
     ax.set_ylabel("t")
     ax.set_title("p(t | x, D): generative inverse model, model average")
