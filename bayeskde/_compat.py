@@ -21,7 +21,7 @@ __all__ = ["MOVED_MODULES", "warn_moved"]
 MOVED_MODULES = {
     "bayeskde.kde_cv": ("bayeskde.kde.cv", "bayeskde.apps.protocols"),
     "bayeskde.preimage": ("bayeskde.kde.preimage",),
-    "bayeskde.tgp_core": ("bayeskde.tgp.energy",),
+    "bayeskde.tgp_core": ("bayeskde.tgp.energy", "bayeskde.tgp.fitting"),
     "bayeskde.tgp_neighbors": ("bayeskde.tgp.neighbors",),
     "bayeskde.tgp_baselines": ("bayeskde.tgp.baselines",),
     "bayeskde.sequences": ("bayeskde.datasets.sequences",),

@@ -63,17 +63,19 @@ from .energy import (
     KLState,
     OutputKernel,
     TGPSolution,
-    Whitening,
-    _linear_init_weights,
-    linear_init_weights,
     tgp_hsic_energy,
     tgp_hsic_state,
     tgp_kl_energy,
     tgp_kl_state,
     tgp_minimize,
+)
+from .fitting import (
+    Whitening,
+    _linear_init_weights,
+    fit_rbf,
+    linear_init_weights,
     truncated_whitening,
 )
-from .fitting import fit_rbf
 from .modes import Modes, tgp_modes
 from .neighbors import (
     DEFAULT_BLOCK_SIZE,

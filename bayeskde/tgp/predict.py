@@ -24,7 +24,6 @@ from .energy import (
     HSICState,
     KLState,
     OutputKernel,
-    _whiten,
     hsic_coupling,
     tgp_hsic_energy,
     tgp_hsic_state,
@@ -32,6 +31,7 @@ from .energy import (
     tgp_kl_state,
     tgp_minimize,
 )
+from .fitting import _whiten
 from .neighbors import (
     neighbor_indices,
 )

@@ -23,7 +23,8 @@ from bayeskde.tgp import (
     truncated_whitening,
     weighted_knn_predict,
 )
-from bayeskde.tgp.energy import _hsic_from_kernels, _whiten
+from bayeskde.tgp.energy import _hsic_from_kernels
+from bayeskde.tgp.fitting import _whiten
 from tests.helpers import X64, count_compilations
 
 RTOL = 1e-8 if X64 else 2e-3
