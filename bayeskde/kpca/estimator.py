@@ -209,8 +209,9 @@ class KernelPCA(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Project ``X`` onto the fitted components: ``(n_test, n_components)``.
 
-        The result has the working dtype (float64 with ``JAX_ENABLE_X64=1``,
-        else float32), whatever the input's dtype.
+        The result is a NumPy array (as every scikit-learn transformer returns)
+        of the working dtype (float64 with ``JAX_ENABLE_X64=1``, else float32),
+        whatever the input's dtype.
         """
         check_is_fitted(self, "result_")
         was_1d = getattr(X, "ndim", None) == 1
@@ -222,8 +223,8 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                     f"X must be a numeric array with {self.X_fit_.shape[1]} features"
                 )
             check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
-            return lowrank_kpca_transform(self.kernel_, self.result_, X,
-                                          block_size=self.block_size)
+            return np.asarray(lowrank_kpca_transform(
+                self.kernel_, self.result_, X, block_size=self.block_size))
         if self.kernel_.precomputed:
             K = as_float_array(X, "X", ndim=2)
             if K.shape[1] != self.alphas_.shape[0]:
@@ -238,7 +239,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             if not isinstance(X, tuple):
                 check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
             K = self._gram(X, self.X_fit_)
-        return kpca_transform(self.result_, K)
+        return np.asarray(kpca_transform(self.result_, K))
 
     def fit_transform(self, X, y=None):
         """Fit, then project the training data (equals ``fit(X).transform(X)``)."""
