@@ -19,8 +19,9 @@ about half the time and run as fast (their work is in LAPACK and matrix-product
 library calls, which the options do not touch).
 
 :func:`quick_jit` applies these options per program, only on the CPU backend,
-never as global configuration; if the installed XLA does not know an option, the
-program falls back to a plain ``jax.jit`` for the rest of the process.
+never as global configuration (an option that ``XLA_FLAGS`` sets keeps the
+environment's value); if the installed XLA does not know an option, the program
+falls back to a plain ``jax.jit`` for the rest of the process.
 """
 
 from __future__ import annotations
@@ -105,10 +106,18 @@ CPU_COMPILE_OPTIONS = {
 }
 
 
+def _quick_options() -> dict:
+    """:data:`CPU_COMPILE_OPTIONS` less those that ``XLA_FLAGS`` sets: options
+    given explicitly in the environment (a test suite compiling everything at
+    ``--xla_backend_optimization_level=0``, say) win."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {k: v for k, v in CPU_COMPILE_OPTIONS.items() if f"--{k}=" not in flags}
+
+
 class _QuickJit:
     def __init__(self, fun, jit_kwargs):
         self._plain = jax.jit(fun, **jit_kwargs)
-        self._quick = jax.jit(fun, compiler_options=CPU_COMPILE_OPTIONS, **jit_kwargs)
+        self._quick = jax.jit(fun, compiler_options=_quick_options(), **jit_kwargs)
         self._quick_ok = True
         functools.update_wrapper(self, fun)
 

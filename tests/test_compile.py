@@ -22,3 +22,12 @@ def test_quick_jit_falls_back_when_an_option_is_unknown(monkeypatch):
     f = _compile.quick_jit(lambda x: x + 1.0)
     np.testing.assert_array_equal(f(jnp.ones(3)), 2.0 * np.ones(3))
     assert not f._quick_ok
+
+
+def test_quick_options_leave_what_xla_flags_sets(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0 --foo=1")
+    opts = _compile._quick_options()
+    assert "xla_backend_optimization_level" not in opts
+    assert opts["xla_cpu_use_fusion_emitters"] is False
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert _compile._quick_options() == _compile.CPU_COMPILE_OPTIONS
