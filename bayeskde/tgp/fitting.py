@@ -188,10 +188,9 @@ def _fit_program(X, Y, gamma_x, gamma_y, ridge, kl):
     weights = _linear_init_weights(X, Y)
     if not kl:
         return K, G, weights, jnp.all(jnp.isfinite(K)) & jnp.all(jnp.isfinite(G))
-    L, diag_max, finite_k, ok = _cholesky_try(K, ridge)
+    L, _, finite_k, ok = _cholesky_try(K, ridge)
     lam, V, floor = _eigh_floor(G, ridge)
-    return (K, G, weights, finite_k & jnp.all(jnp.isfinite(G)), L, diag_max, ok,
-            lam, V, floor)
+    return K, G, weights, finite_k & jnp.all(jnp.isfinite(G)), L, ok, lam, V, floor
 
 
 def fit_rbf(X, Y, gamma_x: float, gamma_y: float, ridge: float, kl: bool,
@@ -217,14 +216,16 @@ def fit_rbf(X, Y, gamma_x: float, gamma_y: float, ridge: float, kl: bool,
     out = _fit_program(X, Y, jnp.asarray(gamma_x, dtype), jnp.asarray(gamma_y, dtype),
                        jnp.asarray(ridge, dtype), kl)
     K, G, weights, finite = out[:4]
-    if not bool(finite):
+    # One transfer for everything the host decides on.
+    finite, *host = jax.device_get((finite, *out[5:]))
+    if not finite:
         raise ValueError(
             "K_X or K_Y contains NaN or inf; check the data and the kernel "
             f"parameters (finite in {dtype}?)")
     if not kl:
         return FitArrays(K, G, None, None, weights)
-    L, _, ok, lam, V, floor = out[4:]
-    if not bool(ok):  # the jitter policy, on the rare indefinite system
+    ok, lam, V, floor = host
+    L = out[4]
+    if not ok:  # the jitter policy, on the rare indefinite system
         L = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
-    w = select_whitening(*(np.asarray(a) for a in (lam, V, floor)), ridge, rtol)
-    return FitArrays(K, G, L, w, weights)
+    return FitArrays(K, G, L, select_whitening(lam, V, floor, ridge, rtol), weights)
