@@ -40,20 +40,20 @@ __all__ = [
 _WARNED: set[str] = set()
 
 _FIT1D = (
-    "a 1-D X is documented as one feature per sample, shape (n, 1): the inverse "
-    "problems of the papers (S-shape, scalar regression inputs) have scalar "
-    "inputs, and the README passes them 1-D"
+    "a 1-D X is documented as one feature per sample, shape (n, 1): the Twin GP's "
+    "inverse problems (S-shape) have scalar inputs, and the README passes them 1-D"
 )
 
 
 def sklearn_expected_failed_checks(estimator) -> dict[str, str]:
     """Checks of scikit-learn's ``check_estimator`` that cannot apply to
     ``estimator`` (one of KernelDependencyEstimator, KNNDependencyEstimator,
-    KernelPCA, TwinGP), each with its reason: scikit-learn's
-    ``expected_failed_checks`` (``tests/test_sklearn_checks.py`` passes it, so a
-    check that starts passing is reported)."""
-    out = {"check_fit1d": _FIT1D}
+    KernelPCA, TwinGP; only TwinGP declares any), each with its reason:
+    scikit-learn's ``expected_failed_checks`` (``tests/test_sklearn_checks.py``
+    passes it, so a check that starts passing is reported)."""
+    out = {}
     if type(estimator).__name__ == "TwinGP":
+        out["check_fit1d"] = _FIT1D
         out["check_dict_unchanged"] = (
             "predict records the BFGS diagnostics of its test points in the "
             "documented attribute solution_ (status, iterations, energies, starts)"
@@ -287,15 +287,19 @@ def check_gram(K, name: str, *, what: str = "a square Gram matrix"):
     return K
 
 
-def check_data(data, name: str, *, min_samples: int = 1):
+def check_data(data, name: str, *, min_samples: int = 1, allow_1d: bool = True):
     """Validate a data set: a 1-D/2-D numeric array or a list of strings.
 
-    A 1-D numeric array is treated as one feature per sample (shape ``(n, 1)``).
-    Returns a JAX float array of shape ``(n, d)`` or a tuple of strings.
+    A 1-D numeric array is treated as one feature per sample (shape ``(n, 1)``)
+    when ``allow_1d``; otherwise it is refused in scikit-learn's words (its
+    estimators refuse a 1-D X, ``check_fit1d``: one feature or one sample is
+    ambiguous). Returns a JAX float array of shape ``(n, d)`` or a tuple of
+    strings.
 
     Raises:
         TypeError: for data that is neither numeric nor a list of strings.
-        ValueError: for empty data, NaN/inf, or more than two dimensions.
+        ValueError: for empty data, NaN/inf, more than two dimensions, or 1-D
+            numeric data when ``allow_1d`` is false.
     """
     if data is None:
         raise ValueError(f"{name} is None; expected an array or a list of strings")
@@ -318,6 +322,14 @@ def check_data(data, name: str, *, min_samples: int = 1):
         raise TypeError(
             f"{name} must be an array or a list of strings: {err}") from err
     if getattr(arr, "ndim", 0) == 1:
+        if not allow_1d and getattr(arr, "dtype", None) is not None and (
+                arr.dtype.kind in "biufc"):
+            raise ValueError(
+                f"{name} must be 2-D (n_samples, n_features), got a 1-D array of "
+                f"shape {arr.shape}: Reshape your data either using "
+                f"{name}.reshape(-1, 1) if it has a single feature or "
+                f"{name}.reshape(1, -1) if it contains a single sample."
+            )
         arr = arr[:, None]
     out = as_float_array(arr, name, ndim=2, allow_empty=True)
     # scikit-learn's wording (check_array), prefixed by the argument's name.

@@ -29,20 +29,16 @@ from .padded import vector_spec
 __all__ = ["DependencyBase", "check_kind", "make_kernels"]
 
 
-def check_kind(X, X_fit, name, was_1d=False, owner="the estimator"):
+def check_kind(X, X_fit, name, owner="the estimator"):
     if isinstance(X, tuple) != isinstance(X_fit, tuple):
         raise TypeError(f"{name} must be of the kind (strings or arrays) seen in fit")
     if not isinstance(X, tuple):
-        check_n_features(X, X_fit.shape[1], name, was_1d, owner)
+        check_n_features(X, X_fit.shape[1], name, owner=owner)
 
 
 def _in_engine(kernel, data) -> bool:
     """Whether the exact engine evaluates ``kernel`` on ``data`` itself."""
     return not isinstance(data, tuple) and vector_spec(kernel)[0] is not None
-
-
-def _is_1d(X) -> bool:
-    return getattr(X, "ndim", None) == 1
 
 
 def make_kernels(est):
@@ -65,7 +61,7 @@ class DependencyBase(BaseEstimator):
             self.X_fit_ = None
             self.n_features_in_ = K.shape[1]
         else:
-            self.X_fit_ = check_data(X, "X", min_samples=2)
+            self.X_fit_ = check_data(X, "X", min_samples=2, allow_1d=False)
             K = None
             if not isinstance(self.X_fit_, tuple):
                 self.n_features_in_ = self.X_fit_.shape[1]
@@ -108,9 +104,8 @@ class DependencyBase(BaseEstimator):
                     f"shape {K.shape}"
                 )
             return K
-        X_in = X
-        X = check_data(X, "X")
-        check_kind(X, self.X_fit_, "X", _is_1d(X_in), type(self).__name__)
+        X = check_data(X, "X", allow_1d=False)
+        check_kind(X, self.X_fit_, "X", owner=type(self).__name__)
         return X
 
     def __sklearn_tags__(self):

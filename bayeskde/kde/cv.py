@@ -15,7 +15,8 @@ pre-images drawn from the training outputs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -122,6 +123,59 @@ def _fold_group(K_grid, L, loss, trs, vas, ridges, n_components):
     )
 
 
+def _check_folds(folds, n: int, name: str = "folds"):
+    """``folds`` as a list of (train, validation) index arrays over ``n`` points:
+    an integer k >= 2 (contiguous k-fold) or explicit pairs."""
+    if isinstance(folds, numbers.Integral) and not isinstance(folds, bool):
+        k = check_integer(folds, name, minimum=2, maximum=n)
+        return kfold_indices(n, k)
+    if isinstance(folds, str | bytes | numbers.Number) or not isinstance(
+            folds, Iterable):
+        raise TypeError(
+            f"{name} must be an integer number of folds (>= 2) or a list of "
+            f"(train, validation) index arrays, got {folds!r}"
+        )
+    out = []
+    for i, pair in enumerate(folds):
+        try:
+            tr, va = pair
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"{name}[{i}] must be a (train, validation) pair of index arrays, "
+                f"got {pair!r}"
+            ) from err
+        idx = []
+        for part, arr in (("train", tr), ("validation", va)):
+            a = np.asarray(arr)
+            if a.ndim != 1 or a.size == 0 or a.dtype.kind not in "iu":
+                raise ValueError(
+                    f"{name}[{i}] {part} indices must be a non-empty 1-D integer "
+                    f"array, got {arr!r}"
+                )
+            if a.min() < 0 or a.max() >= n:
+                raise ValueError(
+                    f"{name}[{i}] {part} indices must lie in [0, {n}), got "
+                    f"[{a.min()}, {a.max()}]"
+                )
+            idx.append(a)
+        out.append(tuple(idx))
+    if not out:
+        raise ValueError(f"{name} is empty; need at least one (train, validation) "
+                         "pair")
+    return out
+
+
+def _check_ridges(ridges, name: str = "ridges") -> list[float]:
+    if isinstance(ridges, str | bytes | numbers.Number) or not isinstance(
+            ridges, Iterable):
+        raise TypeError(f"{name} must be a sequence of positive numbers, got "
+                        f"{ridges!r}")
+    values = [check_positive(r, name) for r in np.asarray(ridges, object).ravel()]
+    if not values:
+        raise ValueError(f"{name} is empty; need at least one ridge value")
+    return values
+
+
 def _summarise(fold_losses) -> CVResult:
     fold_losses = np.asarray(fold_losses)
     mean = fold_losses.mean(axis=0)
@@ -174,9 +228,9 @@ def kde_cv_losses(
     O(n_params v m^2) per ridge value (v validation points); memory O(n_params m^2).
     """
     K_grid, L, loss = _check_grid(K_grid, L, loss)
-    ridges = jnp.asarray([check_positive(r, "ridges") for r in ridges], K_grid.dtype)
+    ridges = jnp.asarray(_check_ridges(ridges), K_grid.dtype)
     n = K_grid.shape[1]
-    folds = kfold_indices(n, folds) if isinstance(folds, int) else list(folds)
+    folds = _check_folds(folds, n)
     p = None if n_components is None else check_integer(
         n_components, "n_components", minimum=1,
         maximum=min(len(tr) for tr, _ in folds))
@@ -232,7 +286,12 @@ def knn_cv_losses(
     K_grid, L, loss = _check_grid(K, L, loss)
     K = K_grid[0]
     n = K.shape[0]
-    folds = kfold_indices(n, folds) if isinstance(folds, int) else list(folds)
+    folds = _check_folds(folds, n)
+    if isinstance(ks, str | bytes) or not isinstance(ks, Iterable):
+        raise TypeError(f"ks must be a sequence of integers, got {ks!r}")
+    ks = [check_integer(k, "ks", minimum=1) for k in ks]
+    if not ks:
+        raise ValueError("ks is empty; need at least one number of neighbours")
     out = []
     for tr, va in folds:
         m = len(tr)
@@ -281,14 +340,26 @@ def _expand_grid(grid) -> list[dict]:
     if grid is None:
         return [{}]
     if isinstance(grid, dict):
-        (name, values), *rest = grid.items()
-        if rest:
-            raise ValueError("input_param_grid as a dict takes one parameter; pass a "
-                             "list of dicts for several")
-        return [{name: v} for v in values]
+        if len(grid) != 1:
+            raise ValueError(
+                "input_param_grid as a dict takes one parameter and its values "
+                f"(pass a list of dicts for several), got {grid!r}")
+        ((name, values),) = grid.items()
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise TypeError(f"input_param_grid[{name!r}] must be a sequence of "
+                            f"values, got {values!r}")
+        out = [{name: v} for v in values]
+        if not out:
+            raise ValueError(f"input_param_grid[{name!r}] is empty; need at least "
+                             "one value")
+        return out
+    if isinstance(grid, str | bytes) or not isinstance(grid, Iterable):
+        raise TypeError("input_param_grid must be a dict or a non-empty list of "
+                        f"dicts, got {grid!r}")
     grid = list(grid)
     if not grid or not all(isinstance(g, dict) for g in grid):
-        raise ValueError("input_param_grid must be a dict or a non-empty list of dicts")
+        raise ValueError("input_param_grid must be a dict or a non-empty list of "
+                         f"dicts, got {grid!r}")
     return grid
 
 
@@ -370,10 +441,14 @@ class KernelDependencyEstimatorCV(BaseEstimator):
         if kx.precomputed:
             raise ValueError("KernelDependencyEstimatorCV needs a named or callable "
                              "input kernel, not 'precomputed'")
+        # Checked here, before the Grams, so that the messages name these
+        # arguments (not kde_cv_losses's folds).
+        ridges = _check_ridges(self.ridges)
+        folds = _check_folds(self.cv, L.shape[0], "cv")
         grid = self._default_grid(kx, est.X_fit_)
         K_grid = input_gram_grid(kx, grid, est.X_fit_)
         self.cv_result_ = kde_cv_losses(
-            K_grid, L, self.ridges, self.cv, n_components=self.n_components
+            K_grid, L, ridges, folds, n_components=self.n_components
         )
         gi, ri = self.cv_result_.best
         params = {**kx.params, **grid[gi]} if kx.name != "callable" else None
@@ -381,12 +456,12 @@ class KernelDependencyEstimatorCV(BaseEstimator):
             params = kx.with_params(**grid[gi]).params
         self.grid_ = grid
         self.best_params_ = {
-            "input_kernel_params": params, "ridge": float(self.ridges[ri])
+            "input_kernel_params": params, "ridge": ridges[ri]
         }
         self.best_estimator_ = KernelDependencyEstimator(
             self.input_kernel if kx.name == "callable" else kx.name, params,
             self.output_kernel, self.output_kernel_params, self.n_components,
-            float(self.ridges[ri]), self.preimage, self.candidates,
+            ridges[ri], self.preimage, self.candidates,
         ).fit(X, Y)
         return self
 

@@ -317,7 +317,7 @@ class KernelDependencyEstimator(DependencyBase):
                 "preimage='linear' needs output_kernel 'linear' or 'regression', "
                 f"got {kout.name!r}"
             )
-        Xa = check_data(X, "X", min_samples=2)
+        Xa = check_data(X, "X", min_samples=2, allow_1d=False)
         Ya = check_data(Y, "Y", min_samples=2)
         for arr, name in ((Xa, "X"), (Ya, "Y")):
             if isinstance(arr, tuple):
@@ -460,9 +460,11 @@ class KernelDependencyEstimator(DependencyBase):
         training pairs (same kernels and ridge), on the other 20%.
 
         Returns:
-            ``(modes, masses)``: modes as ``predict`` returns outputs, ``k`` per
-            test point (``(n_test, k, ...)`` arrays, or lists of ``k`` outputs),
-            masses ``(n_test, k)``, highest first.
+            :class:`bayeskde.tgp.modes.Modes` (the result of every
+            ``predict_modes``; it unpacks as ``(modes, masses, temperature)``):
+            ``modes`` as ``predict`` returns outputs, ``k`` per test point
+            (``(n_test, k, ...)`` arrays, or lists of ``k`` outputs), ``masses``
+            ``(n_test, k)``, highest first, and the ``temperature`` tau used.
 
         Raises:
             ValueError: ``k < 1``, ``temperature <= 0``, or ``temperature=None``
@@ -490,9 +492,15 @@ class KernelDependencyEstimator(DependencyBase):
         masses = np.take_along_axis(pooled, top, axis=1)
         out = self._outputs(first[top].ravel())
         if isinstance(out, list):
-            return [out[i * top.shape[1]:(i + 1) * top.shape[1]]
-                    for i in range(len(F))], masses
-        return np.asarray(out).reshape(*top.shape, *np.shape(out)[1:]), masses
+            modes = [out[i * top.shape[1]:(i + 1) * top.shape[1]]
+                     for i in range(len(F))]
+        else:
+            modes = np.asarray(out).reshape(*top.shape, *np.shape(out)[1:])
+        # The one result type of every predict_modes lives with the Twin GP's
+        # modes; imported here, at call time, since kde/ sits below tgp/.
+        from ..tgp.modes import Modes
+
+        return Modes(modes=modes, masses=masses, temperature=float(tau))
 
     def _mode_temperature(self) -> float:
         """tau of :meth:`predict_modes` from a held-out 20% (see there)."""

@@ -120,7 +120,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             K = check_gram(X, "X", what="a square Gram matrix (kernel='precomputed')")
             self.X_fit_ = None
         else:
-            self.X_fit_ = check_data(X, "X", min_samples=2)
+            self.X_fit_ = check_data(X, "X", min_samples=2, allow_1d=False)
             self.kernel_ = self.kernel_.fit(self.X_fit_)
             K = self._gram(self.X_fit_)
         self._set_n_features(K if self.X_fit_ is None else self.X_fit_)
@@ -154,7 +154,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                     f"{self.kernel_.name!r}"
                 )
             check_choice(self.centers, "centers", CENTER_METHODS)
-            X = check_data(X, "X", min_samples=2)
+            X = check_data(X, "X", min_samples=2, allow_1d=False)
             if isinstance(X, tuple):
                 raise ValueError("eigensolver='nystroem' needs a numeric array X")
             self.kernel_ = self.kernel_.fit(X)
@@ -185,7 +185,7 @@ class KernelPCA(TransformerMixin, BaseEstimator):
             K = check_gram(X, "X", what="a square Gram matrix (kernel='precomputed')")
             self.X_fit_ = None
         else:
-            self.X_fit_ = check_data(X, "X", min_samples=2)
+            self.X_fit_ = check_data(X, "X", min_samples=2, allow_1d=False)
             self.kernel_ = self.kernel_.fit(self.X_fit_)
         self._set_n_features(K if self.X_fit_ is None else self.X_fit_)
         n = K.shape[0] if self.X_fit_ is None else len(self.X_fit_)
@@ -214,15 +214,13 @@ class KernelPCA(TransformerMixin, BaseEstimator):
         whatever the input's dtype.
         """
         check_is_fitted(self, "result_")
-        was_1d = getattr(X, "ndim", None) == 1
         if self.eigensolver_ == "nystroem":
-
-            X = check_data(X, "X")
+            X = check_data(X, "X", allow_1d=False)
             if isinstance(X, tuple):
                 raise ValueError(
                     f"X must be a numeric array with {self.X_fit_.shape[1]} features"
                 )
-            check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
+            check_n_features(X, self.X_fit_.shape[1], "X", owner="KernelPCA")
             return np.asarray(lowrank_kpca_transform(
                 self.kernel_, self.result_, X, block_size=self.block_size))
         if self.kernel_.precomputed:
@@ -233,11 +231,11 @@ class KernelPCA(TransformerMixin, BaseEstimator):
                     f"training point), got shape {K.shape}"
                 )
         else:
-            X = check_data(X, "X")
+            X = check_data(X, "X", allow_1d=False)
             if isinstance(X, tuple) != isinstance(self.X_fit_, tuple):
                 raise TypeError("X must be of the kind (strings or arrays) seen in fit")
             if not isinstance(X, tuple):
-                check_n_features(X, self.X_fit_.shape[1], "X", was_1d, "KernelPCA")
+                check_n_features(X, self.X_fit_.shape[1], "X", owner="KernelPCA")
             K = self._gram(X, self.X_fit_)
         return np.asarray(kpca_transform(self.result_, K))
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from bayeskde import KernelDependencyEstimator
+from bayeskde.tgp.modes import Modes
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,9 @@ def fitted():
 
 def test_masses_are_the_softmax_of_the_preimage_distances(fitted):
     X, Y, kde, Z = fitted
-    modes, masses = kde.predict_modes(Z, 3, temperature=0.3)
+    res = kde.predict_modes(Z, 3, temperature=0.3)
+    assert isinstance(res, Modes) and res.temperature == 0.3
+    modes, masses = res.modes, res.masses
     F = np.asarray(kde.predict_features(Z), float)
     T = np.asarray(kde.candidate_proj_, float)
     d2 = ((F[:, None, :] - T[None]) ** 2).sum(-1)
@@ -36,14 +39,15 @@ def test_masses_are_the_softmax_of_the_preimage_distances(fitted):
     np.testing.assert_allclose(modes, np.asarray(uniq)[order], atol=1e-12)
     # as tau -> 0 the first mode is the paper's candidate pre-image (at larger
     # tau a duplicated output's pooled mass may outweigh the nearest one)
-    cold, _ = kde.predict_modes(Z, 1, temperature=1e-4)
+    cold = kde.predict_modes(Z, 1, temperature=1e-4).modes
     np.testing.assert_allclose(cold[:, 0], kde.predict(Z), atol=1e-12)
 
 
 def test_estimated_temperature_is_the_heldout_residual(fitted):
     X, Y, kde, Z = fitted
-    _, masses = kde.predict_modes(Z, 2)
+    res = kde.predict_modes(Z, 2)
     tau = kde._mode_temperature()
+    assert res.temperature == pytest.approx(tau, rel=1e-12)
     perm = np.random.default_rng(0).permutation(len(X))
     val, keep = perm[:12], perm[12:]
     sub = KernelDependencyEstimator(
@@ -51,7 +55,8 @@ def test_estimated_temperature_is_the_heldout_residual(fitted):
         candidates=Y[val]).fit(X[keep], Y[keep])
     R = np.asarray(sub.predict_features(X[val])) - np.asarray(sub.candidate_proj_)
     np.testing.assert_allclose(tau, 2 * np.mean(R**2), rtol=1e-5)
-    np.testing.assert_allclose(masses, kde.predict_modes(Z, 2, temperature=tau)[1])
+    np.testing.assert_allclose(res.masses,
+                               kde.predict_modes(Z, 2, temperature=tau).masses)
 
 
 def test_string_outputs_and_bad_input():
@@ -59,7 +64,8 @@ def test_string_outputs_and_bad_input():
     Y = ["ab", "ba", "aab", "abb", "bba", "bab"] * 2
     kde = KernelDependencyEstimator("rbf", {"gamma": 5.0}, "string",
                                     ridge=1e-2).fit(X, Y)
-    modes, masses = kde.predict_modes(X[:3], 2, temperature=1.0)
+    modes, masses, tau = kde.predict_modes(X[:3], 2, temperature=1.0)
+    assert tau == 1.0 and masses.shape == (3, 2)
     assert len(modes) == 3 and all(len(m) == 2 for m in modes)
     assert all(isinstance(s, str) for m in modes for s in m)
     assert modes[0][0] != modes[0][1]  # identical strings are pooled
