@@ -30,6 +30,7 @@ from .sequences import make_exon_intron as make_exon_intron
 from .sequences import make_hmm_classification as make_hmm_classification
 from .sequences import read_ts as read_ts
 from .sequences import two_class_hmms as two_class_hmms
+from .ts import load_ucr as load_ucr
 
 __all__ = [
     "STRING_ALPHABET",
@@ -57,4 +58,5 @@ __all__ = [
     "make_exon_intron",
     "read_ts",
     "DNA_ALPHABET",
+    "load_ucr",
 ]

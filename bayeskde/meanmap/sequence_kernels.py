@@ -1,0 +1,218 @@
+"""Kernel components between sequences for :class:`SequenceKernelClassifier`.
+
+Each component is fitted on the training sequences and then gives the training
+Gram matrix and the cross matrix of new sequences against the training ones, all
+cosine-normalised (unit diagonal) so that they can be summed:
+
+* ``"gak"``: the global alignment kernel (:func:`bayeskde.kernels.sequence.
+  global_alignment_gram`, Cuturi 2011) with bandwidth ``sigma_scale`` times
+  Cuturi's median rule;
+* ``"signature"``: an RBF kernel on the standardised truncated signatures
+  (:func:`bayeskde.kernels.sequence.signature_features`) of the path ``(t, x_t)``
+  started at the origin (a basepoint, so the level is seen), the rate
+  ``gamma_scale`` times the median heuristic;
+* ``"lmmk"``: the latent mean-map kernel (Mehta and Gray, eqs. (22), (30)) of one
+  HMM fitted on all training sequences, by EM (``hmm="em"``) or by variational
+  Bayes (``hmm="bayes"``, :mod:`bayeskde.meanmap.variational`: the clique features
+  averaged over the parameter posterior too), with random Fourier features of
+  the observation RBF, optionally through the RBF map of eq. (24) (``nu``).
+
+Every component reads the same preprocessed frames: each series shortened to at
+most ``max_length`` frames by piecewise aggregate approximation (the mean of equal
+stretches; a series' length relative to the others is kept) and, with
+``derivative = w > 0``, its first differences times ``w`` appended as channels
+(derivative DTW's idea: shape, not level).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..datasets.ts import ts_to_array
+from ..hmm import batch_posteriors, fit_hmm
+from ..kernels.sequence import gak_sigma, global_alignment_gram, signature_features
+from ..kernels.standard import median_gamma
+from .latent import (
+    continuous_latent_features,
+    lmmk_diag_from_features,
+    lmmk_gram_from_features,
+    rff_frequencies,
+    state_kernel_matrix,
+)
+from .variational import fit_variational_hmm, variational_posteriors
+
+__all__ = ["FAMILIES", "preprocess", "make_component"]
+
+FAMILIES = ("gak", "signature", "lmmk")
+
+
+def _paa(x: np.ndarray, m: int) -> np.ndarray:
+    T = x.shape[0]
+    if T <= m:
+        return x
+    edges = np.floor(np.linspace(0, T, m + 1)).astype(int)
+    return np.stack([x[a:max(b, a + 1)].mean(axis=0)
+                     for a, b in zip(edges[:-1], edges[1:], strict=True)])
+
+
+def preprocess(sequences, max_length: int | None, derivative: float):
+    """PAA to at most ``max_length`` (lengths scaled by the longest series), then
+    ``[x, w * diff(x)]``; returns the padded ``(n, T, d')`` array and lengths."""
+    t_max = max(len(s) for s in sequences)
+    out = []
+    for s in sequences:
+        if max_length is not None and t_max > max_length:
+            s = _paa(s, max(1, math.ceil(len(s) * max_length / t_max)))
+        if derivative > 0:
+            d = np.diff(s, axis=0, prepend=s[:1]) if len(s) > 1 else np.zeros_like(s)
+            s = np.concatenate([s, derivative * d], axis=1)
+        out.append(s)
+    return ts_to_array(out)
+
+
+def _normalise(K, da, db):
+    return K / np.sqrt(np.outer(np.maximum(da, 1e-300), np.maximum(db, 1e-300)))
+
+
+class _GAK:
+    family = "gak"
+
+    def __init__(self, sigma_scale, derivative, max_length, block_size):
+        self.sigma_scale, self.derivative = sigma_scale, derivative
+        self.max_length, self.block_size = max_length, block_size
+
+    def fit(self, sequences):
+        self.X_, self.lengths_ = preprocess(sequences, self.max_length,
+                                            self.derivative)
+        self.sigma_ = self.sigma_scale * gak_sigma(self.X_, self.lengths_)
+        self.K_ = global_alignment_gram(self.X_, sigma=self.sigma_,
+                                        lengths_a=self.lengths_,
+                                        block_size=self.block_size)
+        return self
+
+    def cross(self, sequences):
+        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        if X.shape[2] != self.X_.shape[2]:
+            raise ValueError(f"X has d = {X.shape[2]}, fit saw {self.X_.shape[2]}")
+        return global_alignment_gram(X, self.X_, sigma=self.sigma_, lengths_a=lengths,
+                                     lengths_b=self.lengths_,
+                                     block_size=self.block_size)
+
+
+class _Signature:
+    family = "signature"
+
+    def __init__(self, depth, gamma_scale, derivative, max_length):
+        self.depth, self.gamma_scale = depth, gamma_scale
+        self.derivative, self.max_length = derivative, max_length
+
+    def _features(self, sequences):
+        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        n, T, _ = X.shape
+        # time channel over each series' own span, and the basepoint 0
+        t = np.arange(T)[None, :] / np.maximum(lengths[:, None] - 1, 1)
+        path = np.concatenate([np.minimum(t, 1.0)[..., None], X], axis=2)
+        path = np.concatenate([np.zeros((n, 1, path.shape[2])), path], axis=1)
+        return np.asarray(signature_features(path, lengths + 1, depth=self.depth),
+                          dtype=np.float64)
+
+    def fit(self, sequences):
+        S = self._features(sequences)
+        self.mean_, self.scale_ = S.mean(axis=0), S.std(axis=0)
+        self.scale_[self.scale_ < 1e-12] = 1.0
+        self.S_ = (S - self.mean_) / self.scale_
+        self.gamma_ = self.gamma_scale * median_gamma(self.S_)
+        self.K_ = self._rbf(self.S_)
+        return self
+
+    def _rbf(self, S):
+        sq = (np.sum(S**2, 1)[:, None] + np.sum(self.S_**2, 1)[None, :]
+              - 2 * S @ self.S_.T)
+        return np.exp(-self.gamma_ * np.maximum(sq, 0.0))
+
+    def cross(self, sequences):
+        S = self._features(sequences)
+        if S.shape[1] != self.S_.shape[1]:
+            raise ValueError("X has another number of channels than fit saw")
+        return self._rbf((S - self.mean_) / self.scale_)
+
+
+class _LMMK:
+    family = "lmmk"
+
+    def __init__(self, n_states, hmm, derivative, max_length, nu, n_features,
+                 n_iter, n_restarts, key):
+        self.n_states, self.hmm, self.derivative = n_states, hmm, derivative
+        self.max_length, self.nu, self.n_features = max_length, nu, n_features
+        self.n_iter, self.n_restarts, self.key = n_iter, n_restarts, key
+
+    def _posteriors(self, X, lengths):
+        if self.hmm == "bayes":
+            return variational_posteriors(self.q_, jnp.asarray(X), jnp.asarray(lengths))
+        post = batch_posteriors(self.params_, X, lengths)
+        return post.gamma, post.xi
+
+    def _features(self, sequences):
+        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        X = jnp.asarray(X, self.dtype_)
+        lengths = jnp.asarray(lengths)
+        gamma, xi = self._posteriors(X, lengths)
+        return continuous_latent_features(gamma, X, xi, lengths, self.rbf_gamma_,
+                                          self.omega_, kind="rff")
+
+    def fit(self, sequences):
+        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        k_fit, k_rff = jax.random.split(self.key)
+        cases = [x[:n] for x, n in zip(X, lengths, strict=True)]
+        self.params_ = fit_hmm(k_fit, cases, self.n_states, emission="gaussian",
+                               n_iter=self.n_iter, n_restarts=self.n_restarts).params
+        self.dtype_ = self.params_.emission.means.dtype
+        if self.hmm == "bayes":
+            self.q_ = fit_variational_hmm(self.params_, jnp.asarray(X, self.dtype_),
+                                          jnp.asarray(lengths))
+        frames = np.concatenate(cases)
+        self.rbf_gamma_ = jnp.asarray(median_gamma(frames[:: max(1, len(frames)
+                                                                 // 2000)]),
+                                      self.dtype_)
+        self.omega_ = rff_frequencies(k_rff, X.shape[2], self.n_features,
+                                      float(self.rbf_gamma_))
+        self.state_kernel_ = state_kernel_matrix(self.n_states, math.inf)
+        self.f_ = self._features(sequences)
+        self.d_ = np.asarray(lmmk_diag_from_features(self.f_, self.state_kernel_,
+                                                     None), np.float64)
+        K = np.asarray(lmmk_gram_from_features(self.f_, self.f_, self.state_kernel_,
+                                               None), np.float64)
+        self.K_ = self._map(_normalise(K, self.d_, self.d_))
+        return self
+
+    def _map(self, K):
+        return K if self.nu is None else np.exp(-self.nu * np.maximum(2 - 2 * K, 0))
+
+    def cross(self, sequences):
+        f = self._features(sequences)
+        d = np.asarray(lmmk_diag_from_features(f, self.state_kernel_, None),
+                       np.float64)
+        K = np.asarray(lmmk_gram_from_features(f, self.f_, self.state_kernel_, None),
+                       np.float64)
+        return self._map(_normalise(K, d, self.d_))
+
+    def with_nu(self, nu):
+        """A copy sharing the fitted HMM and features, another ``nu``."""
+        other = _LMMK.__new__(_LMMK)
+        other.__dict__.update(self.__dict__)
+        other.nu = nu
+        base = self.K_ if self.nu is None else None
+        if base is None:
+            raise ValueError("with_nu needs a component fitted with nu=None")
+        other.K_ = other._map(base)
+        return other
+
+
+def make_component(family: str, **kw):
+    """The component of ``family`` (one of :data:`FAMILIES`) with options ``kw``."""
+    cls = {"gak": _GAK, "signature": _Signature, "lmmk": _LMMK}[family]
+    return cls(**kw)
