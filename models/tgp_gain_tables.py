@@ -134,13 +134,14 @@ def check_hsic(data, gx, gy) -> dict:
         for init in ("linear", "best"):
             tgp = TwinGP("hsic", gamma_x=gx, gamma_y=gy, ridge=RIDGE,
                          n_neighbors=nn, init=init).fit(X, Y)
-            pred = np.asarray(tgp.predict(Z)).ravel()
-            status = np.bincount(np.asarray(tgp.solution_.status), minlength=3)
+            sol = tgp.solve(Z)
+            pred = np.asarray(sol.y).ravel()
+            status = np.bincount(np.asarray(sol.status), minlength=3)
             info[label][init] = {
                 "bfgs_mae": _mae(pred, T),
                 "drifted": int(((pred < -0.25) | (pred > 1.25)).sum()),
                 "iteration_limit": int(status[1]),
-                "max_iter_used": int(np.max(np.asarray(tgp.solution_.n_iter))),
+                "max_iter_used": int(np.max(np.asarray(sol.n_iter))),
             }
         info[label]["bfgs_mae"] = info[label]["best"]["bfgs_mae"]
     # Global models in the tables, as for KL: local models refuse an output

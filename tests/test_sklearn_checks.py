@@ -23,10 +23,21 @@ from bayeskde import (
 )
 from bayeskde._validation import sklearn_expected_failed_checks
 
+# TwinGP passes these two: predict writes nothing to the estimator, and every
+# test point is solved by a program of one fixed batch shape.
+_TWINGP_PASSES = ("check_dict_unchanged", "check_methods_subset_invariance")
+
+
+def _expected_failed_checks(estimator):
+    out = sklearn_expected_failed_checks(estimator)
+    if isinstance(estimator, TwinGP):
+        out = {k: v for k, v in out.items() if k not in _TWINGP_PASSES}
+    return out
+
 
 @parametrize_with_checks(
     [KernelDependencyEstimator(), KNNDependencyEstimator(), KernelPCA(), TwinGP()],
-    expected_failed_checks=sklearn_expected_failed_checks,
+    expected_failed_checks=_expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):
     if getattr(check, "func", check).__name__ == "check_array_api_input":

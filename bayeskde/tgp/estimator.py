@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,9 @@ from .._validation import (
     is_string_data,
     warn_once,
 )
+from ..kernels.polynomial_transform import PolynomialKernelTransform
 from ..kernels.standard import median_gamma, rbf_gram
+from ..kernels.transforms import BASES
 from .baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
 from .batch import _check_test_inputs
 from .energy import (
@@ -114,6 +117,30 @@ __all__ = [
     "TwinGP",
 ]
 
+# The deprecated ``TwinGP.solution_``: the last solution of each estimator, kept
+# outside the estimator (``predict`` leaves its state unchanged).
+_LAST_SOLUTION: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _resolve_transform(value):
+    """``kernel_transform`` as an unfitted transform object or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value not in BASES:
+            raise ValueError(
+                f"kernel_transform must be None, a basis name {BASES} or an "
+                f"unfitted transform object, got {value!r}")
+        return PolynomialKernelTransform(basis=value)
+    missing = [a for a in ("fit", "get_params") if not hasattr(value, a)]
+    if missing:
+        raise TypeError(
+            f"kernel_transform must be None, a basis name {BASES} or an unfitted "
+            f"transform object with fit and get_params (a "
+            f"PolynomialKernelTransform), got {type(value).__name__} {value!r}")
+    return value
+
+
 class TwinGP(BaseEstimator):
     """Twin Gaussian Process regression (Bo and Sminchisescu 2010).
 
@@ -134,11 +161,17 @@ class TwinGP(BaseEstimator):
             with ``fit(K, G)``, ``transform_input``, ``transform_output``,
             ``beta_``, ``basis``, ``lambda_y_``): it is cloned, fitted on
             the base training Grams, and applied to every input and output kernel
-            value, training, cross and diagonal.
+            value, training, cross and diagonal. A basis name (``"monomial"``,
+            ``"gegenbauer"``) stands for ``PolynomialKernelTransform(basis=name)``
+            with its default degrees; ``None`` (default): no transform.
         max_iter: BFGS iterations per test point.
         tol: BFGS gradient tolerance (infinity norm).
-        batch_size: test points whose local models are held at once
-            (``n_neighbors`` only); memory O(batch_size n_neighbors^2).
+        batch_size: test points solved by one compiled program. Every batch has
+            this many rows (the last one padded with copies of its last point),
+            so a test point's prediction is the same bitwise whatever the other
+            test points of the call (scikit-learn's subset invariance); local
+            models hold batch_size neighbourhoods at once, memory
+            O(batch_size n_neighbors^2).
         whiten_rtol: relative eigenvalue threshold of the global KL model's
             low-rank G^-1 (:func:`truncated_whitening`: k_y^T G^-1 k_y changes
             by at most whiten_rtol k(y, y)); ``None`` is sqrt(eps), 0 is exact.
@@ -165,8 +198,9 @@ class TwinGP(BaseEstimator):
         transform_: the fitted transform, or ``None``.
         init_weights_: ``(d_x + 1, d_y)`` linear-regression start.
         n_samples_fit_, n_features_in_, n_outputs_: training shapes.
-        solution_: :class:`TGPSolution` of the last ``predict`` (``start``: the
-            chosen starts).
+        solution_: deprecated (a ``FutureWarning``): the :class:`TGPSolution`
+            of the last ``predict``, kept outside the estimator's state; use
+            :meth:`solve`, which returns it.
         whiten_rank_: columns kept in the KL model's G^-1 factor (global KL
             model only, else ``None``).
 
@@ -276,11 +310,12 @@ class TwinGP(BaseEstimator):
             self.init_neighbors, "init_neighbors", minimum=1,
             maximum=n if self.n_neighbors_ is None else self.n_neighbors_,
         )
+        kernel_transform = _resolve_transform(self.kernel_transform)
         local_only = (self.n_neighbors_ is not None
-                      and self.kernel_transform is None)
+                      and kernel_transform is None)
         K = G = pre = None
         global_kl = self.criterion == "kl" and self.n_neighbors_ is None
-        if not local_only and self.kernel_transform is None:
+        if not local_only and kernel_transform is None:
             # Grams, factor, whitening and starts in one compiled program.
             pre = fit_rbf(X, Y2, gamma_x, gamma_y, ridge, global_kl, rtol)
             K, G = pre.K, pre.G
@@ -289,8 +324,8 @@ class TwinGP(BaseEstimator):
             G = rbf_gram(Y2, Y2, gamma_y)
         out_coef, projector, basis, glam = None, None, "monomial", 0.5
         self.transform_ = None
-        if self.kernel_transform is not None:
-            tr = clone(self.kernel_transform).fit(K, G)
+        if kernel_transform is not None:
+            tr = clone(kernel_transform).fit(K, G)
             K = jnp.asarray(tr.transform_input(K), X.dtype)
             G = jnp.asarray(tr.transform_output(G), X.dtype)
             out_coef = jnp.asarray(tr.beta_, X.dtype)
@@ -352,41 +387,87 @@ class TwinGP(BaseEstimator):
             k_xx = jnp.asarray(self.transform_.transform_input(k_xx), X.dtype)
         return k_x, k_xx
 
-    def _local_in_batches(self, X, k_x, k_xx, tol, idx, static):
-        # One compiled call per batch of test points (the last one padded with
-        # copies of its last point, so every call has the same shapes), so that
-        # memory stays O(batch_size k^2) whatever the number of test points.
-        n, bs = X.shape[0], min(int(self.batch_size), X.shape[0])
-        parts = []
-        for start in range(0, n, bs):
-            stop = min(start + bs, n)
-
-            def take(a, start=start, stop=stop):
-                if a is None:
-                    return None
-                b = a[start:stop]
-                pad = bs - b.shape[0]
-                return b if pad == 0 else jnp.concatenate(
-                    [b, jnp.broadcast_to(b[-1:], (pad, *b.shape[1:]))])
-
-            sol = _predict_local(self.model_, take(X), take(k_x), take(k_xx), tol,
-                                 take(idx), **static)
-            jax.block_until_ready(sol)  # no two runs of the program overlap
-            parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m], sol))
-        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
-
     def predict(self, X):
-        """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y)."""
+        """Predict outputs ``(n_test, d_y)`` (``(n_test,)`` if fitted on 1-D Y).
+
+        Nothing is written to the estimator; :meth:`solve` returns the same
+        predictions with the optimiser's diagnostics.
+        """
+        y = np.asarray(self.solve(X).y)
+        return y[:, 0] if self._y_1d else y
+
+    def solve(self, X) -> TGPSolution:
+        """Minimise the energy of every test point: predictions and diagnostics.
+
+        Args:
+            X: ``(n_test, d_x)`` test inputs (1-D: one feature per point).
+
+        Returns:
+            :class:`TGPSolution` with ``y`` ``(n_test, d_y)`` (also when fitted
+            on 1-D outputs), the energies, BFGS status and iterations, and the
+            starts.
+
+        Raises:
+            sklearn.exceptions.NotFittedError: before ``fit``.
+            FloatingPointError: a prediction that is not finite.
+
+        Cost: that of :meth:`predict` (class docstring).
+        """
         mesh = None
         if self.shard:
             from ..distributed import device_mesh
 
             mesh = device_mesh()
-        return self._predict(X, mesh)
+        return self._solve(X, mesh)
+
+    @property
+    def solution_(self) -> TGPSolution:
+        warnings.warn(
+            "TwinGP.solution_ is deprecated and will be removed; use "
+            "TwinGP.solve(X), which returns the TGPSolution", FutureWarning,
+            stacklevel=2)
+        try:
+            return _LAST_SOLUTION[self]
+        except KeyError:
+            raise AttributeError(
+                "TwinGP has no solution_ before predict (deprecated: use "
+                "TwinGP.solve(X))") from None
 
     def _predict(self, X, mesh):
+        y = np.asarray(self._solve(X, mesh).y)
+        return y[:, 0] if self._y_1d else y
+
+    def _solve(self, X, mesh):
         check_is_fitted(self, "model_")
         X = _check_test_inputs(self, X)
+        # Every compiled call sees batch_size rows (the last batch padded with
+        # copies of its last point, cut off below): a test point's prediction
+        # then comes from the same program whatever else is in the call, so it
+        # does not depend on the other rows (with one program per n_test,
+        # batched and one-row XLA programs round differently, and float32
+        # BFGS amplified that to 5% on scikit-learn's subset-invariance check).
+        n, bs = X.shape[0], int(self.batch_size)
+        parts = []
+        for start in range(0, n, bs):
+            stop = min(start + bs, n)
+            chunk = X[start:stop]
+            if stop - start < bs:
+                chunk = jnp.concatenate(
+                    [chunk, jnp.broadcast_to(chunk[-1:], (bs - (stop - start),
+                                                          X.shape[1]))])
+            sol = self._solve_batch(chunk, mesh)
+            jax.block_until_ready(sol)  # no two runs of the program overlap
+            parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m],
+                                                sol))
+        sol = (parts[0] if len(parts) == 1 else
+               jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts))
+        if not np.all(np.isfinite(np.asarray(sol.y))):
+            raise FloatingPointError("TGP prediction is not finite")
+        _LAST_SOLUTION[self] = sol  # the deprecated solution_ only
+        return sol
+
+    def _solve_batch(self, X, mesh):
+        """The solution of one batch of ``batch_size`` validated test points."""
         local = self.n_neighbors_ is not None
         # Local models without a transform form their kernel rows per
         # neighbourhood; everything else needs the rows against all training.
@@ -416,20 +497,11 @@ class TwinGP(BaseEstimator):
             fn = _sharded_fn(treedef, len(leaves), bool(kernels), idx is not None,
                              local, tuple(sorted(static.items())))
             extra = () if idx is None else (idx,)
-            sol = sharded_batch_map(fn, X, *kernels, *extra, mesh=mesh,
-                                    broadcast=(*leaves, tol))
-        else:
-            k_x, k_xx = kernels or (None, None)
-            predict = _predict_local if local else _predict_global
-            if local:
-                sol = self._local_in_batches(X, k_x, k_xx, tol, idx, static)
-            else:
-                sol = predict(self.model_, X, k_x, k_xx, tol, idx, **static)
-        y = np.asarray(sol.y)
-        if not np.all(np.isfinite(y)):
-            raise FloatingPointError("TGP prediction is not finite")
-        self.solution_ = sol
-        return y[:, 0] if self._y_1d else y
+            return sharded_batch_map(fn, X, *kernels, *extra, mesh=mesh,
+                                     broadcast=(*leaves, tol))
+        k_x, k_xx = kernels or (None, None)
+        predict = _predict_local if local else _predict_global
+        return predict(self.model_, X, k_x, k_xx, tol, idx, **static)
 
     def predict_modes(
         self, X, k: int = 2, *, temperature: float | None = None,

@@ -214,7 +214,7 @@ def tgp_predict_sharded(tgp, X: Float[ArrayLike, "n_test n_features"], mesh=None
     device runs the same compiled prediction on its slice; the fitted arrays are
     replicated (:func:`bayeskde.distributed.sharded_batch_map`). Every test point
     is solved independently, so the result equals :meth:`TwinGP.predict` on one
-    device. Sets ``tgp.solution_`` like ``predict``.
+    device. Like ``predict``, it writes nothing to ``tgp``.
 
     Args:
         tgp: a fitted :class:`TwinGP`.

@@ -14,8 +14,8 @@ def _fit_predict(dtype_x64, criterion):
     Z = np.linspace(-1.8, 1.8, 64)[:, None]
     with jax.enable_x64(dtype_x64):
         tgp = TwinGP(criterion, gamma_x=2.0, gamma_y=20.0, ridge=1e-4, max_iter=100)
-        pred = tgp.fit(X, Y).predict(Z)
-        sol = jax.tree.map(np.asarray, tgp.solution_)
+        sol = jax.tree.map(np.asarray, tgp.fit(X, Y).solve(Z))
+        pred = sol.y
     return pred, sol
 
 

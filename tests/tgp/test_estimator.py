@@ -380,8 +380,7 @@ def test_best_start_has_lowest_energy_among_candidates(problem, rng, criterion,
     tgp = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=ridge, init="best",
                  init_neighbors=4, n_neighbors=n_neighbors).fit(X, Y)
     Z = rng.uniform(-0.8, 0.8, size=(5, 2))
-    tgp.predict(Z)
-    starts = np.asarray(tgp.solution_.start)
+    starts = np.asarray(tgp.solve(Z).start)
     for x, s in zip(Z, starts, strict=True):
         cands, E = _candidate_energies(tgp, x, 4, n_neighbors)
         j = int(np.argmin(E))
@@ -389,16 +388,14 @@ def test_best_start_has_lowest_energy_among_candidates(problem, rng, criterion,
         # "neighbors" leaves the linear start out.
     nb = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=ridge, init="neighbors",
                 init_neighbors=4, n_neighbors=n_neighbors).fit(X, Y)
-    nb.predict(Z)
-    for x, s in zip(Z, np.asarray(nb.solution_.start), strict=True):
+    for x, s in zip(Z, np.asarray(nb.solve(Z).start), strict=True):
         cands, E = _candidate_energies(nb, x, 4, n_neighbors)
         np.testing.assert_allclose(s, cands[1 + int(np.argmin(E[1:]))],
                                    rtol=RTOL, atol=RTOL)
     lin = TwinGP(criterion, gamma_x=gx, gamma_y=gy, ridge=ridge, init="linear",
                  n_neighbors=n_neighbors).fit(X, Y)
-    lin.predict(Z)
     W0 = np.asarray(lin.init_weights_)
-    np.testing.assert_allclose(lin.solution_.start, W0[0] + Z @ W0[1:],
+    np.testing.assert_allclose(lin.solve(Z).start, W0[0] + Z @ W0[1:],
                                rtol=RTOL, atol=RTOL)
 
 
