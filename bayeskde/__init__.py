@@ -20,6 +20,7 @@ from .kde import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
 from .kde import KNNDependencyEstimator as KNNDependencyEstimator
 from .kernels import PolynomialKernelTransform as PolynomialKernelTransform
 from .kpca import KernelPCA as KernelPCA
+from .meanmap import SequenceKernelClassifier as SequenceKernelClassifier
 from .tgp import TwinGP as TwinGP
 
 _compat.install()

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..kernels.sequence import pad_series
 from .sequences import TsDataset, read_ts
 
 __all__ = ["UcrSplit", "load_ucr", "ucr_problems", "ts_to_array"]
@@ -118,28 +119,11 @@ def load_ucr(
 
 
 def ts_to_array(X) -> tuple[np.ndarray, np.ndarray]:
-    """Pad a list of ``(T_i, d)`` cases into ``(n, T_max, d)`` with lengths.
-
-    Padding repeats each case's last frame (so finite differences and path
-    increments vanish there); a case must be non-empty and finite.
+    """Pad a list of ``(T_i, d)`` cases into ``(n, T_max, d)`` with lengths
+    (:func:`bayeskde.kernels.sequence.pad_series`: each case's last frame is
+    repeated, so differences and path increments vanish on the padding).
 
     Raises:
         ValueError: no cases, an empty or non-finite case, unequal ``d``.
     """
-    cases = [np.asarray(x, dtype=np.float64) for x in X]
-    if not cases:
-        raise ValueError("X is empty; need at least one case")
-    cases = [c[:, None] if c.ndim == 1 else c for c in cases]
-    dims = {c.shape[1] if c.ndim == 2 else None for c in cases}
-    if len(dims) != 1 or None in dims:
-        raise ValueError(f"X cases must be (T_i, d) with one d, got d in {dims}")
-    lengths = np.array([len(c) for c in cases])
-    if lengths.min() < 1:
-        raise ValueError(f"X case {int(np.argmin(lengths))} is empty")
-    out = np.empty((len(cases), lengths.max(), dims.pop()))
-    for i, c in enumerate(cases):
-        if not np.all(np.isfinite(c)):
-            raise ValueError(f"X case {i} contains NaN or inf")
-        out[i, : len(c)] = c
-        out[i, len(c):] = c[-1]
-    return out, lengths
+    return pad_series(X)

@@ -44,10 +44,11 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float, Int
 
-from .._typing import float_dtype
+from .._typing import ArrayLike, float_dtype
 from .._validation import check_integer, check_positive
 
 __all__ = [
+    "pad_series",
     "log_global_alignment",
     "global_alignment_gram",
     "gak_sigma",
@@ -81,6 +82,34 @@ def _check_padded(X, lengths, name):
             f"lengths of {name} must lie in [1, {X.shape[1]}], got values in "
             f"[{lengths.min()}, {lengths.max()}]")
     return X.astype(float_dtype()), lengths.astype(np.int32)
+
+
+def pad_series(X) -> tuple[np.ndarray, np.ndarray]:
+    """Pad a list of ``(T_i,)`` or ``(T_i, d)`` cases into ``(n, T_max, d)``.
+
+    Padding repeats each case's last frame (so finite differences and path
+    increments vanish there); a case must be non-empty and finite.
+
+    Raises:
+        ValueError: no cases, an empty or non-finite case, unequal ``d``.
+    """
+    cases = [np.asarray(x, dtype=np.float64) for x in X]
+    if not cases:
+        raise ValueError("X is empty; need at least one case")
+    cases = [c[:, None] if c.ndim == 1 else c for c in cases]
+    dims = {c.shape[1] if c.ndim == 2 else None for c in cases}
+    if len(dims) != 1 or None in dims:
+        raise ValueError(f"X cases must be (T_i, d) with one d, got d in {dims}")
+    lengths = np.array([len(c) for c in cases])
+    if lengths.min() < 1:
+        raise ValueError(f"X case {int(np.argmin(lengths))} is empty")
+    out = np.empty((len(cases), lengths.max(), dims.pop()))
+    for i, c in enumerate(cases):
+        if not np.all(np.isfinite(c)):
+            raise ValueError(f"X case {i} contains NaN or inf")
+        out[i, : len(c)] = c
+        out[i, len(c):] = c[-1]
+    return out, lengths
 
 
 # --------------------------------------------------------------- global alignment
@@ -124,7 +153,7 @@ def _log_gak_block(xs, nx, ys, ny, inv_two_sigma2, triangular):
         terms = jnp.stack([_shift(prev1, neg), prev1, _shift(prev2, origin)])
         top = jnp.max(terms, axis=0)
         safe = jnp.where(jnp.isfinite(top), top, 0.0)
-        lse = safe + jnp.log(jnp.sum(jnp.exp(terms - safe), axis=0))
+        lse = safe + jnp.log(jnp.sum(jnp.exp(terms - safe[None]), axis=0))
         new = jnp.where(valid[None, :], logk + jnp.where(jnp.isfinite(top), lse,
                                                            neg), neg)
         end = s == nx + ny - 2
@@ -159,13 +188,13 @@ def _pairs_log_gak(XA, la, XB, lb, ia, ib, inv, tri, block_size):
 
 
 def log_global_alignment(
-    A: Float[Array, "n_a t_a d"],
-    B: Float[Array, "n_b t_b d"] | None = None,
+    A: Float[ArrayLike, "n_a t_a d"],
+    B: Float[ArrayLike, "n_b t_b d"] | None = None,
     *,
     sigma: float,
     triangular: int = 0,
-    lengths_a: Int[Array, " n_a"] | None = None,
-    lengths_b: Int[Array, " n_b"] | None = None,
+    lengths_a: Int[ArrayLike, " n_a"] | None = None,
+    lengths_b: Int[ArrayLike, " n_b"] | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> np.ndarray:
     """Unnormalised ``log k_GA`` between all pairs (Cuturi 2011, eqs. (2)-(4)).
@@ -214,13 +243,13 @@ def log_global_alignment(
 
 
 def global_alignment_gram(
-    A: Float[Array, "n_a t_a d"],
-    B: Float[Array, "n_b t_b d"] | None = None,
+    A: Float[ArrayLike, "n_a t_a d"],
+    B: Float[ArrayLike, "n_b t_b d"] | None = None,
     *,
     sigma: float,
     triangular: int = 0,
-    lengths_a: Int[Array, " n_a"] | None = None,
-    lengths_b: Int[Array, " n_b"] | None = None,
+    lengths_a: Int[ArrayLike, " n_a"] | None = None,
+    lengths_b: Int[ArrayLike, " n_b"] | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     return_diag: bool = False,
 ):
@@ -268,8 +297,8 @@ def _self_log_gak(X, lengths, kw):
 
 
 def gak_sigma(
-    X: Float[Array, "n t_max d"],
-    lengths: Int[Array, " n"] | None = None,
+    X: Float[ArrayLike, "n t_max d"],
+    lengths: Int[ArrayLike, " n"] | None = None,
     *,
     max_samples: int = 2000,
     seed: int = 0,
@@ -340,8 +369,8 @@ def _signature_batch(X, lengths, depth):
 
 
 def signature_features(
-    X: Float[Array, "n t_max d"],
-    lengths: Int[Array, " n"] | None = None,
+    X: Float[ArrayLike, "n t_max d"],
+    lengths: Int[ArrayLike, " n"] | None = None,
     *,
     depth: int = 3,
 ) -> Float[Array, "n n_features"]:
@@ -372,12 +401,12 @@ def signature_features(
 
 
 def truncated_signature_kernel(
-    A: Float[Array, "n_a t_a d"],
-    B: Float[Array, "n_b t_b d"] | None = None,
+    A: Float[ArrayLike, "n_a t_a d"],
+    B: Float[ArrayLike, "n_b t_b d"] | None = None,
     *,
     depth: int = 3,
-    lengths_a: Int[Array, " n_a"] | None = None,
-    lengths_b: Int[Array, " n_b"] | None = None,
+    lengths_a: Int[ArrayLike, " n_a"] | None = None,
+    lengths_b: Int[ArrayLike, " n_b"] | None = None,
 ) -> Float[Array, "n_a n_b"]:
     """``k(x, y) = 1 + sum_{m=1}^{depth} <S_m(x), S_m(y)>`` (Kiraly and
     Oberhauser 2019, definition 4.1, with the linear static kernel).

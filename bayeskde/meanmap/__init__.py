@@ -1,6 +1,7 @@
 """Empirical, generative and latent mean-map kernels, the probability product
 kernel and the Fisher kernel baseline (Mehta and Gray, seed 004)."""
 
+from .classifier import SequenceKernelClassifier as SequenceKernelClassifier
 from .closed_forms import categorical_gmmk as categorical_gmmk
 from .closed_forms import categorical_ppk as categorical_ppk
 from .closed_forms import clique_mean_map_kernel as clique_mean_map_kernel
@@ -36,9 +37,16 @@ from .latent import rff_frequencies as rff_frequencies
 from .latent import state_kernel_matrix as state_kernel_matrix
 from .latent import taylor_dimension as taylor_dimension
 from .latent import taylor_map as taylor_map
+from .variational import VariationalHMM as VariationalHMM
+from .variational import fit_variational_hmm as fit_variational_hmm
+from .variational import variational_posteriors as variational_posteriors
 
 __all__ = [
     "LatentMeanMapKernel",
+    "SequenceKernelClassifier",
+    "VariationalHMM",
+    "fit_variational_hmm",
+    "variational_posteriors",
     "FisherScores",
     "empirical_fisher_information",
     "fisher_kernel",

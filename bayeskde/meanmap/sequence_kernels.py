@@ -32,9 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..datasets.ts import ts_to_array
 from ..hmm import batch_posteriors, fit_hmm
-from ..kernels.sequence import gak_sigma, global_alignment_gram, signature_features
+from ..kernels.sequence import (
+    gak_sigma,
+    global_alignment_gram,
+    pad_series,
+    signature_features,
+)
 from ..kernels.standard import median_gamma
 from .latent import (
     continuous_latent_features,
@@ -71,7 +75,7 @@ def preprocess(sequences, max_length: int | None, derivative: float):
             d = np.diff(s, axis=0, prepend=s[:1]) if len(s) > 1 else np.zeros_like(s)
             s = np.concatenate([s, derivative * d], axis=1)
         out.append(s)
-    return ts_to_array(out)
+    return pad_series(out)
 
 
 def _normalise(K, da, db):

@@ -73,10 +73,11 @@ def _expected_log_likelihoods(q, X):
     """``E_q[log N(x_t | mu_i, lambda_i^-1)]``: ``(..., T, N)`` from ``(..., T, d)``."""
     e_log_lam = digamma(q.shape) - jnp.log(q.rate)
     e_lam = q.shape / q.rate
-    sq = (X[..., None, :] - q.means) ** 2
-    per_dim = 0.5 * (e_log_lam - jnp.log(2 * jnp.pi) - e_lam * sq
-                     - 1.0 / q.beta[:, None])
-    return jnp.sum(per_dim, axis=-1)
+    lead = (None,) * (X.ndim - 1)
+    sq = (X[..., None, :] - q.means[lead]) ** 2
+    const = jnp.sum(0.5 * (e_log_lam - jnp.log(2 * jnp.pi) - 1.0 / q.beta[:, None]),
+                    axis=-1)
+    return const[lead] - 0.5 * jnp.sum(e_lam[lead] * sq, axis=-1)
 
 
 def _e_step(q, X, lengths):
@@ -89,7 +90,7 @@ def _e_step(q, X, lengths):
     steps = jnp.arange(X.shape[1])
     mask = steps[None, :] < lengths[:, None]
     has_next = (steps[None, :] < lengths[:, None] - 1)[..., None]
-    ell = ell + jnp.where(has_next, log_r, 0.0)
+    ell = ell + jnp.where(has_next, log_r[None, None], 0.0)
     post = jax.vmap(lambda e, m: forward_backward(log_pi, log_a, e, mask=m))(ell,
                                                                              mask)
     gamma = jnp.where(mask[..., None], post.gamma, 0.0)
@@ -105,9 +106,10 @@ def _m_step(gamma, xi, X, prior):
     xbar = sx / safe
     scatter = jnp.maximum(sxx - safe * xbar**2, 0.0)
     beta = beta0 + occ
-    means = (beta0 * m0 + sx) / beta[:, None]
+    means = (beta0 * m0[None] + sx) / beta[:, None]
     shape = a0 + 0.5 * occ[:, None]
-    rate = b0 + 0.5 * scatter + 0.5 * (beta0 * occ / beta)[:, None] * (xbar - m0) ** 2
+    rate = (b0[None] + 0.5 * scatter
+            + 0.5 * (beta0 * occ / beta)[:, None] * (xbar - m0[None]) ** 2)
     initial = alpha0 + jnp.sum(gamma[:, 0], axis=0)
     transition = alpha0 + jnp.sum(xi, axis=0)
     return VariationalHMM(initial, transition, means, beta, shape, rate)
@@ -162,7 +164,8 @@ def fit_variational_hmm(
     mask = (jnp.arange(X.shape[1])[None, :] < lengths[:, None])[..., None]
     count = jnp.sum(mask)
     mean = jnp.sum(jnp.where(mask, X, 0.0), axis=(0, 1)) / count
-    var = jnp.sum(jnp.where(mask, (X - mean) ** 2, 0.0), axis=(0, 1)) / count
+    var = jnp.sum(jnp.where(mask, (X - mean[None, None]) ** 2, 0.0),
+                  axis=(0, 1)) / count
     dt = X.dtype
     prior = (jnp.asarray(alpha0, dt), mean, jnp.asarray(strength, dt),
              jnp.ones((), dt), strength * jnp.maximum(var, 1e-6))
