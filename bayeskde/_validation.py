@@ -27,6 +27,7 @@ __all__ = [
     "check_n_features",
     "check_data",
     "check_gram",
+    "check_finite",
     "check_positive",
     "check_nonnegative",
     "check_integer",
@@ -368,6 +369,12 @@ def _check_real(value, name):
     if not np.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     return value
+
+
+def check_finite(value, name: str) -> float:
+    """Return ``value`` as a float, raising unless it is a finite real number
+    (a prior's location, say: NaN would make every density NaN)."""
+    return _check_real(value, name)
 
 
 def check_positive(value, name: str) -> float:

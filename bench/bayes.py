@@ -1,10 +1,12 @@
 """Bayesian KDE on the width grid: spectra (bayeskde) vs a Cholesky per step (peer).
 
-Workload (issue 6, part 3): the posterior of :func:`bayeskde.models.
-bayesian_kde_grid_model` on the digits halves (top half -> bottom half, the first
-``--n-train`` (500) digits of :func:`bayeskde.datasets.load_digits_halves`): input
-RBF widths on the paper's grid (7 values x the median distance), output RBF at the
-median output distance, the first ``--n-components`` (50) output KPCA coordinates,
+Workload (issue 6, part 3): the posterior of ``bayesian_kde_grid_model`` (the
+GP-evidence grid model, a reference in ``bench/kde_evidence.py`` since the Gibbs
+posterior of :mod:`bayeskde.models.kde` replaced it) on the digits halves (top
+half -> bottom half, the first ``--n-train`` (500) digits of
+:func:`bayeskde.datasets.load_digits_halves`): input RBF widths on the paper's
+grid (7 values x the median distance), output RBF at the median output distance,
+the first ``--n-components`` (50) output KPCA coordinates,
 ``--likelihood`` (``shared``) evidence, one ridge per width (product space with the
 library's pseudo-priors).
 
@@ -48,6 +50,7 @@ import numpy as np  # noqa: E402
 import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
 from jax.scipy.special import gammaln, logsumexp  # noqa: E402
+from kde_evidence import _pseudo_prior, bayesian_kde_grid_model  # noqa: E402
 from numpyro.infer.util import potential_energy  # noqa: E402
 
 from bayeskde.datasets import load_digits_halves  # noqa: E402
@@ -55,12 +58,7 @@ from bayeskde.infer import run_nuts, to_inference_data  # noqa: E402
 from bayeskde.kde import PAPER_SIGMAS  # noqa: E402
 from bayeskde.kernels import median_heuristic  # noqa: E402
 from bayeskde.kpca import kernel_pca, kpca_transform  # noqa: E402
-from bayeskde.models import (  # noqa: E402
-    BayesianKDEGridPrior,
-    bayesian_kde_grid_model,
-    kde_spectra,
-)
-from bayeskde.models.kde_grid import _pseudo_prior  # noqa: E402
+from bayeskde.models import BayesianKDEGridPrior, kde_spectra  # noqa: E402
 
 PARAMS = ("log_ridge_std", "log_ridge_avg")
 

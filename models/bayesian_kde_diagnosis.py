@@ -1,6 +1,6 @@
 """Why the Gaussian evidences of the Bayesian KDE fail on digits: the measurements.
 
-Reproduces the numbers in the docstring of :mod:`bayeskde.models.kde_gibbs`, on the
+Reproduces the numbers in the docstring of :mod:`bayeskde.models.kde`, on the
 protocol of ``models/bayesian_kde_digits.py`` (exact posteriors on the paper's width
 grid, no MCMC):
 

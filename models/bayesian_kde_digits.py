@@ -3,10 +3,11 @@
 Weston et al. (2002), section 4, choose the input RBF width sigma from
 {1e-3, ..., 1e3} (times the median distance here, see ``models/_common.py``) and the
 ridge gamma from {1e-4, ..., 1e1} by five-fold cross-validation. This recipe puts a
-posterior on the same choice instead (:func:`bayeskde.models.bayesian_kde_grid_model`):
-the width is summed out exactly over the paper's grid (one eigendecomposition per
-width), the ridge is continuous (log-normal prior) and sampled by NUTS. Three
-likelihoods are compared (module docstring of :mod:`bayeskde.models.kde`):
+posterior on the same choice instead. First the GP-evidence grid model (which lost,
+and is kept only as a reference in ``bench/kde_evidence.py``): the width is summed
+out exactly over the paper's grid (one eigendecomposition per width), the ridge is
+continuous (log-normal prior) and sampled by NUTS. Three likelihoods are compared
+(module docstring of ``bench/kde_evidence.py``):
 
 * ``scale_free_all``: every non-zero output KPCA component, each with its own
   amplitude (one equal vote per component);
@@ -15,7 +16,7 @@ likelihoods are compared (module docstring of :mod:`bayeskde.models.kde`):
 * ``shared_all``: one amplitude for all components (multi-output GP / Wishart
   evidence of the centred output Gram: components weighted by their eigenvalue).
 
-and the model kept for prediction (:mod:`bayeskde.models.kde_gibbs`, which says why):
+and the model kept for prediction (:mod:`bayeskde.models.kde`, which says why):
 
 * ``gibbs_loo``: a Gibbs posterior over (width, ridge) whose likelihood is
   exp(-sum_i l_i / tau), l_i the exact leave-one-out pre-image loss of training
@@ -117,6 +118,19 @@ def output_coordinates(L_tr):
     return T, ev[:keep]
 
 
+def _evidence_models():
+    """The GP-evidence grid model and its log joint: references that left the
+    library for ``bench/kde_evidence.py`` when the Gibbs posterior replaced them."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    from kde_evidence import bayesian_kde_grid_model, kde_grid_log_joint
+
+    return bayesian_kde_grid_model, kde_grid_log_joint
+
+
 def bayes_fold(key, K_grid, sigmas, train, test, L, loss, variant, args):
     """Posterior over (width, ridge) on ``train``; BMA and MAP pre-images on test."""
     import jax.numpy as jnp
@@ -124,12 +138,12 @@ def bayes_fold(key, K_grid, sigmas, train, test, L, loss, variant, args):
     from bayeskde.infer import convergence_report, run_nuts, to_inference_data
     from bayeskde.models import (
         BayesianKDEGridPrior,
-        bayesian_kde_grid_model,
         kde_grid_bma_features,
-        kde_grid_log_joint,
         kde_spectra,
         n_components_for_variance,
     )
+
+    bayesian_kde_grid_model, kde_grid_log_joint = _evidence_models()
 
     likelihood, comps = VARIANTS[variant]
     prior = BayesianKDEGridPrior()
@@ -193,7 +207,7 @@ def _active_log_ridge(key, s):
 
 
 def gibbs_fold(K_grid, sigmas, train, test, L, loss, args):
-    """Gibbs posterior (:mod:`bayeskde.models.kde_gibbs`) on ``train``: BMA, MAP."""
+    """Gibbs posterior (:mod:`bayeskde.models.kde`) on ``train``: BMA, MAP."""
     from bayeskde.models import (
         BayesianKDEGridPrior,
         kde_gibbs_posterior,

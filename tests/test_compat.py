@@ -159,18 +159,44 @@ OLD_PUBLIC_NAMES = {
         'BayesianHMMPrior', 'HMMSequences', 'check_hmm_data',
         'hmm_sequence_log_likelihoods', 'bayesian_hmm_model', 'hmm_draws',
         'relabel_draws', 'relabel_samples', 'posterior_latent_mean_map_gram',
-        'posterior_generative_mean_map_gram', 'BayesianKDEPrior',
-        'bayesian_kde_model', 'kde_bma_features', 'scale_free_gp_logpdf',
-        'BayesianKDEGridPrior', 'KDESpectra', 'LIKELIHOODS',
-        'bayesian_kde_grid_model', 'kde_grid_bma_features', 'kde_grid_log_joint',
-        'kde_grid_loglik', 'kde_spectra', 'n_components_for_variance',
+        'posterior_generative_mean_map_gram', 'BayesianKDEGridPrior',
+        'KDESpectra', 'kde_grid_bma_features', 'kde_spectra',
+        'n_components_for_variance',
+    ),
+    'bayeskde.models.kde_gibbs': (
+        'KDEGibbsPosterior', 'kde_grid_loo_losses', 'kde_gibbs_posterior',
+    ),
+    'bayeskde.models.kde_eigen': (
+        'SOLVERS', 'KDESpectra', 'kde_spectra', 'n_components_for_variance',
+    ),
+    'bayeskde.models.kde_grid': ('BayesianKDEGridPrior', 'kde_grid_bma_features'),
+}
+
+#: Public names of the GP-evidence Bayesian KDE, which lost to the Gibbs
+#: posterior and was removed (one model per idea), with the modules that held
+#: them: reading one raises an ImportError naming the replacement.
+REMOVED = {
+    'bayeskde.models': (
+        'BayesianKDEPrior', 'bayesian_kde_model', 'kde_bma_features',
+        'scale_free_gp_logpdf', 'LIKELIHOODS', 'bayesian_kde_grid_model',
+        'kde_grid_log_joint', 'kde_grid_loglik',
+    ),
+    'bayeskde.models.kde_continuous': (
+        'BayesianKDEPrior', 'scale_free_gp_logpdf', 'bayesian_kde_model',
+        'kde_bma_features',
+    ),
+    'bayeskde.models.kde_grid': (
+        'LIKELIHOODS', 'kde_grid_loglik', 'kde_grid_log_joint',
+        'bayesian_kde_grid_model',
     ),
 }
 
 MOVED = {"bayeskde.kde_cv", "bayeskde.preimage", "bayeskde.tgp_core",
          "bayeskde.tgp_neighbors", "bayeskde.tgp_baselines", "bayeskde.sbc",
          "bayeskde.sequences", "bayeskde.demo", "bayeskde.sshape_demo",
-         "bayeskde.kernels.base", "bayeskde.lowrank.eigen"}
+         "bayeskde.kernels.base", "bayeskde.lowrank.eigen",
+         "bayeskde.models.kde_gibbs", "bayeskde.models.kde_eigen",
+         "bayeskde.models.kde_grid", "bayeskde.models.kde_continuous"}
 
 
 @pytest.mark.parametrize("path", sorted(OLD_PUBLIC_NAMES))
@@ -196,6 +222,33 @@ def test_moved_module_warns_once_and_names_the_new_path(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         importlib.import_module(path)  # the second import does not warn again
+
+
+@pytest.mark.parametrize("path", sorted(REMOVED))
+def test_removed_names_raise_an_import_error_naming_the_replacement(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        mod = importlib.import_module(path)
+    for name in REMOVED[path]:
+        with pytest.raises(ImportError, match=rf"{path}\.{name}: .*lost to the "
+                           r"Gibbs posterior.*kde_gibbs_posterior"):
+            getattr(mod, name)
+        with pytest.raises(ImportError, match="kde_gibbs_posterior"):
+            exec(f"from {path} import {name}", {})
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        mod.no_such_name  # noqa: B018 - any other name is a plain AttributeError
+
+
+def test_kept_kde_names_resolve_to_the_one_module():
+    import bayeskde.models
+    import bayeskde.models.kde
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from bayeskde.models.kde_gibbs import kde_gibbs_posterior
+        from bayeskde.models.kde_grid import kde_grid_bma_features
+    assert kde_gibbs_posterior is bayeskde.models.kde.kde_gibbs_posterior
+    assert kde_grid_bma_features is bayeskde.models.kde_grid_bma_features
 
 
 def test_moved_names_resolve_to_the_new_objects():

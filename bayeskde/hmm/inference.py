@@ -231,7 +231,25 @@ def _is_concrete(*arrays) -> bool:
 
 
 def _validate(log_initial, log_transition, log_likelihoods, mask):
-    """Shape checks always; value checks only on concrete (untraced) inputs."""
+    """Type and shape checks always; value checks only on concrete (untraced)
+    inputs."""
+    for name, arr in (("log_initial", log_initial), ("log_transition", log_transition),
+                      ("log_likelihoods", log_likelihoods), ("mask", mask)):
+        if arr is None and name == "mask":
+            continue
+        dtype = getattr(arr, "dtype", None)
+        if dtype is None:
+            try:
+                dtype = np.asarray(arr).dtype
+            except (TypeError, ValueError) as err:  # ragged lists and the like
+                raise TypeError(
+                    f"{name} must be an array of numbers, got {type(arr).__name__}"
+                ) from err
+        kinds = "biu" if name == "mask" else "biuf"
+        if np.dtype(dtype).kind not in kinds:
+            what = "booleans" if name == "mask" else "real numbers"
+            raise TypeError(
+                f"{name} must be an array of {what}, got dtype {np.dtype(dtype)}")
     shapes = [np.shape(a) for a in (log_initial, log_transition, log_likelihoods)]
     if len(shapes[0]) != 1 or shapes[0][0] < 1:
         raise ValueError(f"log_initial must have shape (N,), got {shapes[0]}")

@@ -36,7 +36,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._linalg import float_dtype as _float_dtype
 from .._typing import ArrayLike
-from .._validation import check_integer, check_nonnegative
+from .._validation import check_integer, check_key, check_nonnegative
 from .batch import (
     _batch_smooth,
     _time_major,
@@ -313,17 +313,18 @@ def fit_hmm(
         >>> res.params.emission.log_probs.shape, res.log_likelihoods.shape
         ((2, 2), (5,))
     """
+    key = check_key(key, "key")
     n_states = check_integer(n_states, "n_states", minimum=1)
     n_iter = check_integer(n_iter, "n_iter", minimum=1)
     n_restarts = check_integer(n_restarts, "n_restarts", minimum=1)
     tol = check_nonnegative(tol, "tol")
     pseudo_count = check_nonnegative(pseudo_count, "pseudo_count")
     min_covariance = check_nonnegative(min_covariance, "min_covariance")
-    if emission not in ("categorical", "gaussian"):
+    if not isinstance(emission, str) or emission not in ("categorical", "gaussian"):
         raise ValueError(
             f"emission must be 'categorical' or 'gaussian', got {emission!r}"
         )
-    if covariance not in ("diag", "full"):
+    if not isinstance(covariance, str) or covariance not in ("diag", "full"):
         raise ValueError(f"covariance must be 'diag' or 'full', got {covariance!r}")
     padded, lengths = pad_sequences(sequences, n_symbols=n_symbols)
     if emission == "categorical":
@@ -341,6 +342,9 @@ def fit_hmm(
     dtype = _float_dtype()
     use_init = init is not None
     if use_init:
+        if not isinstance(init, HMMParams):
+            raise TypeError(f"init must be an HMMParams or None, got "
+                            f"{type(init).__name__}")
         _validate(init.log_initial, init.log_transition, np.zeros((1, n_states)), None)
         init = jax.tree.map(lambda a: jnp.asarray(a, dtype), init)
     else:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float, Int
 
-from .._validation import check_integer
+from .._validation import check_integer, check_key
 from .emissions import CategoricalEmission, GaussianEmission
 
 __all__ = ["HMMParams", "HMMSample", "sample_hmm"]
@@ -103,6 +103,7 @@ def sample_hmm(
         >>> sample_hmm(jax.random.key(0), p, 3, 5).observations.shape
         (3, 5)
     """
+    key = check_key(key, "key")
     n_sequences = check_integer(n_sequences, "n_sequences", minimum=1)
     length = check_integer(length, "length", minimum=1)
     states, obs = _sample_jit(key, params, n_sequences, length)

@@ -35,7 +35,7 @@ import jax
 import numpy as np
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, autoguide
 
-from .._validation import check_integer, check_positive
+from .._validation import check_integer, check_key, check_positive
 
 __all__ = [
     "run_nuts", "run_svi", "SVIFit", "to_inference_data", "convergence_report",
@@ -77,13 +77,18 @@ def run_nuts(
     arguments, so repeated runs on new data of the same shape do not recompile.
 
     Raises:
+        TypeError: ``key`` is not a ``jax.random`` key, or ``model`` is not
+            callable.
         ValueError: for non-positive sample or chain counts, or a target
             acceptance probability outside (0, 1).
     """
+    key = check_key(key, "key")
+    _check_model(model)
     num_warmup = check_integer(num_warmup, "num_warmup", minimum=1)
     num_samples = check_integer(num_samples, "num_samples", minimum=1)
     num_chains = check_integer(num_chains, "num_chains", minimum=1)
-    if not 0.0 < float(target_accept_prob) < 1.0:
+    target_accept_prob = check_positive(target_accept_prob, "target_accept_prob")
+    if not target_accept_prob < 1.0:
         raise ValueError(
             f"target_accept_prob must be in (0, 1), got {target_accept_prob}"
         )
@@ -105,6 +110,14 @@ def run_nuts(
         init_params=init_params, **kwargs,
     )
     return mcmc
+
+
+def _check_model(model) -> None:
+    if not callable(model):
+        raise TypeError(
+            "model must be a NumPyro model function (a callable), got "
+            f"{type(model).__name__} {model!r}"
+        )
 
 
 class SVIFit(NamedTuple):
@@ -139,11 +152,15 @@ def run_svi(
             (AutoLowRankMultivariateNormal) or ``"delta"`` (AutoDelta: MAP).
 
     Raises:
+        TypeError: ``key`` is not a ``jax.random`` key, or ``model`` is not
+            callable.
         ValueError: for an unknown guide, non-positive step count or rate.
     """
     import optax
 
-    if guide not in _GUIDES:
+    key = check_key(key, "key")
+    _check_model(model)
+    if not isinstance(guide, str) or guide not in _GUIDES:
         raise ValueError(f"guide must be one of {sorted(_GUIDES)}, got {guide!r}")
     num_steps = check_integer(num_steps, "num_steps", minimum=1)
     learning_rate = check_positive(learning_rate, "learning_rate")
@@ -359,9 +376,30 @@ def compare_models(models: dict, ic: str = "loo"):
     return az.compare(dict(models), ic=ic)
 
 
+def _check_path(path, name: str = "path") -> Path:
+    if not isinstance(path, str | Path) or not str(path):
+        raise TypeError(
+            f"{name} must be a file path (str or pathlib.Path), got "
+            f"{type(path).__name__} {path!r}"
+        )
+    return Path(path)
+
+
 def save_inference_data(idata, path: str | Path) -> Path:
-    """Write inference data to netCDF (every group, dims and coords)."""
-    path = Path(path)
+    """Write inference data to netCDF (every group, dims and coords).
+
+    Raises:
+        TypeError: ``idata`` is not inference data (an ``InferenceData`` or a
+            ``DataTree``, e.g. from :func:`to_inference_data`), or ``path`` is
+            not a path.
+    """
+    if not callable(getattr(idata, "to_netcdf", None)):
+        raise TypeError(
+            "idata must be inference data (arviz.InferenceData or "
+            "xarray.DataTree, e.g. from bayeskde.infer.to_inference_data), got "
+            f"{type(idata).__name__}"
+        )
+    path = _check_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     idata.to_netcdf(str(path))
     return path
@@ -369,13 +407,28 @@ def save_inference_data(idata, path: str | Path) -> Path:
 
 def load_inference_data(path: str | Path):
     """Read inference data written by :func:`save_inference_data`, into memory
-    (the file is closed on return, so it can be overwritten)."""
-    if _AZ1:
-        idata = az.from_netcdf(str(path)).load()
-        idata.close()
-        return idata
-    with az.rc_context({"data.load": "eager"}):
-        return az.from_netcdf(str(path))
+    (the file is closed on return, so it can be overwritten).
+
+    Raises:
+        TypeError: ``path`` is not a path.
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file at ``path`` is not netCDF inference data.
+    """
+    path = _check_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path {str(path)!r}: no such file")
+    try:
+        if _AZ1:
+            idata = az.from_netcdf(str(path)).load()
+            idata.close()
+            return idata
+        with az.rc_context({"data.load": "eager"}):
+            return az.from_netcdf(str(path))
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"path {str(path)!r} is not a netCDF file of inference data (as "
+            f"save_inference_data writes): {type(err).__name__}: {err}"
+        ) from err
 
 
 def _figure(plot):

@@ -31,7 +31,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
 from scipy import stats
 
-from .._validation import check_integer
+from .._validation import check_integer, check_key
 
 __all__ = [
     "SBCResult",
@@ -141,6 +141,7 @@ def sbc_ecdf_band(key: jax.Array, ranks, L: int, prob: float = 0.95,
 
     Cost: O(n_sims R Z) time, O(n_sims Z) memory.
     """
+    key = check_key(key, "key")
     L = check_integer(L, "L", minimum=1)
     n_sims = check_integer(n_sims, "n_sims", minimum=10)
     if not 0.0 < prob < 1.0:

@@ -1,4 +1,9 @@
-"""NumPyro model functions whose posteriors drive kernel learning."""
+"""NumPyro model functions whose posteriors drive kernel learning.
+
+One model per idea: the Bayesian KDE is the Gibbs posterior of :mod:`.kde`; the
+GP-evidence KDE models it replaced were removed (reading one of their names
+here raises an ImportError naming the replacement).
+"""
 
 from .hmm import BayesianHMMPrior as BayesianHMMPrior
 from .hmm import HMMSequences as HMMSequences
@@ -18,29 +23,27 @@ from .inverse_gp import InverseGPData as InverseGPData
 from .inverse_gp import InverseGPPoint as InverseGPPoint
 from .inverse_gp import InverseGPPrior as InverseGPPrior
 from .inverse_gp import inverse_gp_log_density as inverse_gp_log_density
-from .inverse_gp import inverse_gp_log_probs as inverse_gp_log_probs
 from .inverse_gp import inverse_gp_model as inverse_gp_model
 from .inverse_gp import inverse_gp_point as inverse_gp_point
 from .inverse_gp import inverse_gp_replicate as inverse_gp_replicate
 from .inverse_gp import pair_log_evidence as pair_log_evidence
 from .inverse_gp import pair_log_joint as pair_log_joint
 from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
-from .kde import LIKELIHOODS as LIKELIHOODS
+from .inverse_gp_predictive import InverseGPMixture as InverseGPMixture
+from .inverse_gp_predictive import inverse_gp_log_probs as inverse_gp_log_probs
+from .inverse_gp_predictive import inverse_gp_mixture as inverse_gp_mixture
+from .inverse_gp_predictive import mixture_log_likelihood as mixture_log_likelihood
+from .inverse_gp_predictive import (
+    mixture_log_likelihood_each as mixture_log_likelihood_each,
+)
 from .kde import BayesianKDEGridPrior as BayesianKDEGridPrior
-from .kde import BayesianKDEPrior as BayesianKDEPrior
 from .kde import KDEGibbsPosterior as KDEGibbsPosterior
 from .kde import KDESpectra as KDESpectra
-from .kde import bayesian_kde_grid_model as bayesian_kde_grid_model
-from .kde import bayesian_kde_model as bayesian_kde_model
-from .kde import kde_bma_features as kde_bma_features
 from .kde import kde_gibbs_posterior as kde_gibbs_posterior
 from .kde import kde_grid_bma_features as kde_grid_bma_features
-from .kde import kde_grid_log_joint as kde_grid_log_joint
-from .kde import kde_grid_loglik as kde_grid_loglik
 from .kde import kde_grid_loo_losses as kde_grid_loo_losses
 from .kde import kde_spectra as kde_spectra
 from .kde import n_components_for_variance as n_components_for_variance
-from .kde import scale_free_gp_logpdf as scale_free_gp_logpdf
 from .kernel_hyper import KernelHyperData as KernelHyperData
 from .kernel_hyper import KernelHyperPrior as KernelHyperPrior
 from .kernel_hyper import default_kernel_hyper_prior as default_kernel_hyper_prior
@@ -61,6 +64,10 @@ __all__ = [
     "InverseGPData",
     "InverseGPPrior",
     "inverse_gp_log_probs",
+    "InverseGPMixture",
+    "inverse_gp_mixture",
+    "mixture_log_likelihood",
+    "mixture_log_likelihood_each",
     "inverse_gp_model",
     "inverse_gp_replicate",
     "pair_log_evidence",
@@ -92,17 +99,9 @@ __all__ = [
     "relabel_samples",
     "posterior_latent_mean_map_gram",
     "posterior_generative_mean_map_gram",
-    "BayesianKDEPrior",
-    "bayesian_kde_model",
-    "kde_bma_features",
-    "scale_free_gp_logpdf",
     "BayesianKDEGridPrior",
     "KDESpectra",
-    "LIKELIHOODS",
-    "bayesian_kde_grid_model",
     "kde_grid_bma_features",
-    "kde_grid_log_joint",
-    "kde_grid_loglik",
     "KDEGibbsPosterior",
     "kde_gibbs_posterior",
     "kde_grid_loo_losses",
@@ -111,3 +110,9 @@ __all__ = [
     "simulate_kernel_gp_part",
     "simulate_categorical_hmm",
 ]
+
+
+def __getattr__(name):
+    from .._compat import removed_name
+
+    raise removed_name(__name__, name)

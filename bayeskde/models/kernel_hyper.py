@@ -73,7 +73,13 @@ from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import as_float_array, check_integer, check_nonnegative
+from .._validation import (
+    as_float_array,
+    check_finite,
+    check_integer,
+    check_nonnegative,
+    check_positive,
+)
 from ..kernels import hsic_stacks, squared_distances
 
 __all__ = [
@@ -208,10 +214,13 @@ def default_kernel_hyper_prior(data: KernelHyperData, **overrides) -> KernelHype
 def _check_prior(prior: KernelHyperPrior) -> None:
     check_integer(prior.max_degree_x, "max_degree_x", minimum=1)
     check_integer(prior.max_degree_y, "max_degree_y", minimum=1)
-    check_nonnegative(prior.kl_temperature, "kl_temperature")
+    check_nonnegative(prior.kl_temperature, "prior.kl_temperature")
+    check_finite(prior.degree_decay, "prior.degree_decay")
     for f in prior._fields:
-        if f.endswith("_scale") and not getattr(prior, f) > 0:
-            raise ValueError(f"{f} must be > 0, got {getattr(prior, f)}")
+        if f.endswith("_scale"):
+            check_positive(getattr(prior, f), f"prior.{f}")
+        elif f.endswith("_loc"):
+            check_finite(getattr(prior, f), f"prior.{f}")
 
 
 def top_singular_pair(

@@ -119,9 +119,10 @@ def hyper_fit():
     (degrees up to 2 x 2, 2 chains x 30 draws, with PSIS-LOO and the posterior
     predictive), shared by the tests that read a fit."""
     X, Y = _sshape(n=20)
-    fit = fit_kernel_hyper(jax.random.key(0), X, Y,
-                           KernelHyperPrior(max_degree_x=2, max_degree_y=2),
-                           num_warmup=30, num_samples=30, progress_bar=False)
+    with pytest.warns(FutureWarning, match=r"deprecated.*fit_inverse_gp"):
+        fit = fit_kernel_hyper(jax.random.key(0), X, Y,
+                               KernelHyperPrior(max_degree_x=2, max_degree_y=2),
+                               num_warmup=30, num_samples=30, progress_bar=False)
     return fit, X, Y
 
 
@@ -147,10 +148,13 @@ def test_fit_kernel_hyper_end_to_end(hyper_fit, key, tmp_path):
     np.testing.assert_array_equal(back.posterior["gamma_x"], fit.idata.posterior[
         "gamma_x"])
     np.testing.assert_array_equal(back.posterior_predictive["y"], pp["y"])
-    with pytest.raises(TypeError, match="KernelHyperPrior"):
-        fit_kernel_hyper(key, X, Y, {"max_degree_x": 2})
-    with pytest.raises(ValueError, match="NaN|finite"):
-        fit_kernel_hyper(key, np.full_like(X, np.nan), Y)
+    with pytest.warns(FutureWarning, match="InverseGPRegressor"):
+        with pytest.raises(TypeError, match="KernelHyperPrior"):
+            fit_kernel_hyper(key, X, Y, {"max_degree_x": 2})
+        with pytest.raises(ValueError, match="NaN|finite"):
+            fit_kernel_hyper(key, np.full_like(X, np.nan), Y)
+        with pytest.raises(ValueError, match=r"prior\.log_gamma_x_loc.*finite"):
+            fit_kernel_hyper(key, X, Y, KernelHyperPrior(log_gamma_x_loc=np.nan))
 
 
 @pytest.mark.parametrize(

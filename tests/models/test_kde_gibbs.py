@@ -94,3 +94,16 @@ def test_gibbs_bad_input(rng):
     ny = kde_spectra(D2[:, :5], T, WIDTHS, solver="nystroem", centers=np.arange(5))
     with pytest.raises(ValueError, match="exact spectra"):
         kde_grid_loo_losses(ny, T, loss, LOG_RIDGES)
+    for prior, match in ((BayesianKDEGridPrior(log_ridge_loc=np.nan),
+                          r"prior\.log_ridge_loc must be finite"),
+                         (BayesianKDEGridPrior(log_ridge_scale=0.0),
+                          r"prior\.log_ridge_scale must be > 0"),
+                         (BayesianKDEGridPrior(grid_logits=[0.0, np.inf, 0.0]),
+                          r"prior\.grid_logits contains NaN or inf")):
+        with pytest.raises(ValueError, match=match):
+            kde_gibbs_posterior(spectra, T, loss, LOG_RIDGES, prior)
+    # (the suite's jaxtyping/beartype hook may answer first; both name them)
+    with pytest.raises(TypeError, match="prior"):
+        kde_gibbs_posterior(spectra, T, loss, LOG_RIDGES, {"log_ridge_loc": 0.0})
+    with pytest.raises(TypeError, match="temperature"):
+        kde_gibbs_posterior(spectra, T, loss, LOG_RIDGES, temperature="a")

@@ -1,10 +1,12 @@
 """Spectra of the input Grams on a width grid: exact and Nystroem (low-rank).
 
-The grid evidence of :mod:`bayeskde.models.kde_grid` needs, per grid width g, an
-eigendecomposition of the input Gram and the output coordinates in its eigenbasis:
-K_g = U_g diag(s_g) U_g^T and W_g = U_g^T T. Then the ridge only moves the
-eigenvalues, C_g = K_g + m gamma I = U_g diag(s_g + m gamma) U_g^T, and (module
-docstring of :mod:`bayeskde.models.kde`)
+The Bayesian KDE (:mod:`bayeskde.models.kde`, which re-exports these names)
+needs, per grid width g, an eigendecomposition of the input Gram and the output
+coordinates in its eigenbasis: K_g = U_g diag(s_g) U_g^T and W_g = U_g^T T. Then
+the ridge only moves the eigenvalues, C_g = K_g + m gamma I = U_g diag(s_g + m
+gamma) U_g^T: the leave-one-out predictions of the Gibbs posterior need C_g^-1 T
+and diag(C_g^-1) for every ridge without a factorisation, and the GP evidences
+kept as references in ``bench/kde_evidence.py`` need
 
     log|C_g| = sum_i log(s_gi + m gamma),  q_gj = sum_i W_g[i, j]^2 / (s_gi + m gamma).
 
@@ -37,7 +39,6 @@ from jaxtyping import Array, Float, Int
 from .._typing import ArrayLike
 from .._validation import as_float_array
 from ..lowrank.features import normalizer_from_gram, rel_floor
-from .kde_continuous import _check_coords
 
 __all__ = [
     "SOLVERS",
@@ -45,6 +46,29 @@ __all__ = [
     "kde_spectra",
     "n_components_for_variance",
 ]
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _check_coords(T, m, name="T"):
+    """Shape and content checks of the output coordinates (before sampling)."""
+    if T.ndim != 2 or T.shape[0] != m or T.shape[1] < 1:
+        raise ValueError(
+            f"{name} must have shape ({m}, p) with p >= 1 output components, got "
+            f"{tuple(T.shape)}"
+        )
+    if _is_concrete(T):
+        Tn = np.asarray(T)
+        if not np.all(np.isfinite(Tn)):
+            raise ValueError(f"{name} contains NaN or inf")
+        zero = np.flatnonzero(~(np.sum(Tn * Tn, axis=0) > 0))
+        if zero.size:
+            raise ValueError(
+                f"{name} has all-zero columns {zero.tolist()[:5]} (components with "
+                "zero KPCA eigenvalue carry no evidence; drop them)"
+            )
+
 
 #: Eigensolvers of :func:`kde_spectra`.
 SOLVERS = ("exact", "nystroem")
