@@ -222,6 +222,10 @@ def cases():
     ]
     for entry, label, fn, names in P:
         add("params", entry, label, fn, names)
+    for entry, label, fn, names in bayesian_and_cv_cases():
+        add("params", entry, label, fn, names)
+    for label, fn, names in inference_file_cases():
+        add("files", "inference data", label, fn, names)
     # before fit
     B = [
         ("KDE.predict", lambda: bayeskde.KernelDependencyEstimator().predict(X0)),
@@ -255,6 +259,143 @@ def cases():
         add("files", "read_ts", label, lambda c=content: _read(c),
             ("source", ".ts", "line", "@data", "@dimensions", "file"))
     return out
+
+
+def _model():
+    import numpyro
+    import numpyro.distributions as dist
+
+    numpyro.sample("mu", dist.Normal(0.0, 1.0))
+
+
+def bayesian_and_cv_cases():
+    """(entry, label, fn, names): model selection, the Bayesian layer's
+    runners and priors, HMM inference on non-numbers, 1-D X in the estimators
+    that refuse it (scikit-learn's rule)."""
+    from bayeskde.hmm import sample_hmm, viterbi
+    from bayeskde.infer import run_nuts, run_svi, sbc_ecdf_band
+    from bayeskde.learn import fit_kernel_hyper
+    from bayeskde.models import (
+        BayesianKDEGridPrior,
+        KernelHyperPrior,
+        kde_gibbs_posterior,
+        kde_spectra,
+    )
+
+    CV = bayeskde.KernelDependencyEstimatorCV
+    x = np.linspace(0.0, 1.0, 8)
+    D2 = (x[:, None] - x[None, :]) ** 2
+    T = np.c_[x - x.mean()]
+
+    def gibbs(**kw):
+        sp = kde_spectra(D2, T, [0.1, 1.0])
+        return kde_gibbs_posterior(sp, T, D2, np.log([1e-3, 1e-1]), **kw)
+
+    def kernel_hyper(key=None, **prior):
+        key = jax.random.key(0) if key is None else key
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # deprecated model
+            return fit_kernel_hyper(key, X0[:, :1], Y0[:, :1],
+                                    KernelHyperPrior(**prior), num_warmup=2,
+                                    num_samples=2, progress_bar=False)
+
+    strings = [["a", "b"], ["c", "d"]]
+    seqs = [np.array([0, 1, 1])]
+    return [
+        ("KDECV", "cv=2.5", lambda: CV(cv=2.5).fit(X0, Y0), ("cv",)),
+        ("KDECV", "cv=1", lambda: CV(cv=1).fit(X0, Y0), ("cv",)),
+        ("KDECV", "cv='abc'", lambda: CV(cv="abc").fit(X0, Y0), ("cv",)),
+        ("KDECV", "cv=[(1, 2)]", lambda: CV(cv=[(1, 2)]).fit(X0, Y0), ("cv",)),
+        ("KDECV", "ridges=[]", lambda: CV(ridges=[]).fit(X0, Y0), ("ridges",)),
+        ("KDECV", "ridges=2.5", lambda: CV(ridges=2.5).fit(X0, Y0), ("ridges",)),
+        ("KDECV", "input_param_grid={}", lambda: CV(input_param_grid={}).fit(
+            X0, Y0), ("input_param_grid",)),
+        ("KDECV", "input_param_grid=[]", lambda: CV(input_param_grid=[]).fit(
+            X0, Y0), ("input_param_grid",)),
+        ("KDECV", "input_param_grid={'sigma': []}", lambda: CV(
+            input_param_grid={"sigma": []}).fit(X0, Y0), ("input_param_grid",)),
+        ("fit_hmm", "key='abc'", lambda: fit_hmm("abc", seqs, 2), ("key",)),
+        ("fit_hmm", "emission=None", lambda: fit_hmm(
+            jax.random.key(0), seqs, 2, emission=None), ("emission",)),
+        ("sample_hmm", "key='abc'", lambda: sample_hmm("abc", None, 2, 3), ("key",)),
+        ("run_nuts", "key='abc'", lambda: run_nuts(
+            "abc", _model, num_warmup=2, num_samples=2, progress_bar=False),
+         ("key",)),
+        ("run_nuts", "model=None", lambda: run_nuts(
+            jax.random.key(0), None, num_warmup=2, num_samples=2,
+            progress_bar=False), ("model",)),
+        ("run_nuts", "target_accept_prob='a'", lambda: run_nuts(
+            jax.random.key(0), _model, target_accept_prob="a"),
+         ("target_accept_prob",)),
+        ("run_svi", "key='abc'", lambda: run_svi("abc", _model, num_steps=2),
+         ("key",)),
+        ("sbc_ecdf_band", "key='abc'", lambda: sbc_ecdf_band(
+            "abc", np.zeros((20, 1)), 10), ("key",)),
+        ("forward_backward", "log_likelihoods strings", lambda: forward_backward(
+            LOGI, LOGT, strings), ("log_likelihoods",)),
+        ("forward_filter", "log_likelihoods strings", lambda: forward_filter(
+            LOGI, LOGT, strings), ("log_likelihoods",)),
+        ("viterbi", "log_likelihoods strings", lambda: viterbi(
+            LOGI, LOGT, strings), ("log_likelihoods",)),
+        ("forward_backward", "log_initial strings", lambda: forward_backward(
+            ["a", "b"], LOGT, np.zeros((3, 2))), ("log_initial",)),
+        ("forward_backward", "mask strings", lambda: forward_backward(
+            LOGI, LOGT, np.zeros((3, 2)), mask=["a", "b", "c"]), ("mask",)),
+        ("kde_gibbs_posterior", "prior NaN log_ridge_loc", lambda: gibbs(
+            prior=BayesianKDEGridPrior(log_ridge_loc=np.nan)),
+         ("log_ridge_loc",)),
+        ("kde_gibbs_posterior", "prior NaN log_ridge_scale", lambda: gibbs(
+            prior=BayesianKDEGridPrior(log_ridge_scale=np.nan)),
+         ("log_ridge_scale",)),
+        ("kde_gibbs_posterior", "prior='abc'", lambda: gibbs(prior="abc"),
+         ("prior",)),
+        ("kde_gibbs_posterior", "temperature='a'", lambda: gibbs(temperature="a"),
+         ("temperature",)),
+        ("fit_kernel_hyper", "key='abc'", lambda: kernel_hyper("abc"), ("key",)),
+        ("fit_kernel_hyper", "prior NaN log_gamma_x_loc", lambda: kernel_hyper(
+            log_gamma_x_loc=np.nan), ("log_gamma_x_loc",)),
+        ("fit_kernel_hyper", "prior NaN log_ridge_scale", lambda: kernel_hyper(
+            log_ridge_scale=np.nan), ("log_ridge_scale",)),
+        ("KDE.fit", "1-D X", lambda: bayeskde.KernelDependencyEstimator().fit(
+            X0[:, 0], Y0), ("X",)),
+        ("KNN.fit", "1-D X", lambda: bayeskde.KNNDependencyEstimator().fit(
+            X0[:, 0], Y0), ("X",)),
+        ("KernelPCA.fit", "1-D X", lambda: bayeskde.KernelPCA().fit(X0[:, 0]),
+         ("X",)),
+    ]
+
+
+def inference_file_cases():
+    """(label, fn, names): saving what is not inference data, reading what is
+    not a netCDF file of it."""
+    from bayeskde.infer import load_inference_data, save_inference_data
+
+    def load(content):
+        with tempfile.NamedTemporaryFile("wb", suffix=".nc", delete=False) as f:
+            f.write(content)
+            path = f.name
+        try:
+            return load_inference_data(path)
+        finally:
+            os.unlink(path)
+
+    return [
+        ("save_inference_data(None)", lambda: save_inference_data(
+            None, os.path.join(tempfile.gettempdir(), "bayeskde_bad.nc")),
+         ("idata",)),
+        ("save_inference_data(path=None)", lambda: save_inference_data(
+            _idata(), None), ("path",)),
+        ("load_inference_data(text file)", lambda: load(b"hello\n"), ("path",)),
+        ("load_inference_data(empty file)", lambda: load(b""), ("path",)),
+        ("load_inference_data(path=3)", lambda: load_inference_data(3),
+         ("path",)),
+    ]
+
+
+def _idata():
+    from bayeskde.infer import to_inference_data
+
+    return to_inference_data({"mu": np.zeros((1, 4))})
 
 
 def _n(X):
