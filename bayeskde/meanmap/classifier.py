@@ -29,7 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import LabelEncoder
 from sklearn.svm import SVC
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .._validation import check_integer, check_key
 from .sequence_kernels import FAMILIES, make_component
@@ -73,17 +73,15 @@ def loo_ridge_scores(K: np.ndarray, Y: np.ndarray, alphas=_ALPHAS):
 def _as_sequences(X, name="X"):
     """A list of ``(T_i, d)`` float64 arrays from a list of sequences, a 2-D
     ``(n, T)`` array (univariate) or a 3-D ``(n, T, d)`` array."""
-    if isinstance(X, np.ndarray | jax.Array) or (
-            hasattr(X, "__array__") and not isinstance(X, list | tuple)):
-        arr = np.asarray(X)
-        if arr.dtype == object:
-            X = list(arr)
+    if not isinstance(X, list | tuple | str):
+        if str(getattr(X, "dtype", "")) == "object" and getattr(X, "ndim", 0) == 1:
+            X = list(X)  # a ragged array of sequences
         else:
+            arr = check_array(X, accept_sparse=False, allow_nd=True, dtype=np.float64,
+                              input_name=name)
             if arr.ndim not in (2, 3):
-                raise ValueError(
-                    f"{name} must be a list of sequences, a (n, T) or a (n, T, d) "
-                    f"array; got an array of shape {arr.shape}. Reshape a single "
-                    f"series with X.reshape(1, -1)")
+                raise ValueError(f"{name} must be a (n, T) or (n, T, d) array, got "
+                                 f"shape {arr.shape}")
             X = list(arr[:, :, None] if arr.ndim == 2 else arr)
     if isinstance(X, str) or not isinstance(X, Sequence):
         raise TypeError(f"{name} must be a list of sequences or an array, got "
@@ -109,6 +107,10 @@ def _as_sequences(X, name="X"):
     if len(dims) > 1:
         raise ValueError(f"{name}: sequences have different d: {sorted(dims)}")
     return out
+
+
+def _is_table(X):
+    return not isinstance(X, list | tuple) and getattr(X, "ndim", 0) == 2
 
 
 def _znorm(seqs):
@@ -144,7 +146,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             ``jax.random.key(0)``.
 
     Attributes (after ``fit``):
-        classes_, n_features_in_ (``d``), selected_ (the chosen components'
+        classes_, n_channels_ (``d``), n_features_in_ (a 2-D array's
+        columns, scikit-learn's convention), selected_ (the chosen components'
         settings and weights), loo_accuracy_, loo_error_, alpha_, scores_ (every
         candidate's LOO error and accuracy), C_ (svm).
 
@@ -257,7 +260,12 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         """
         key = self._check_options()
         seqs = _as_sequences(X)
+        if y is None:
+            raise ValueError("SequenceKernelClassifier requires y to be passed, but "
+                             "the target y is None")
         y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
         if y.ndim != 1 or len(y) != len(seqs):
             raise ValueError(f"y must be 1-D with one label per sequence "
                              f"({len(seqs)}), got shape {y.shape}")
@@ -267,12 +275,15 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         if len(self.classes_) < 2:
             raise ValueError(f"y has {len(self.classes_)} class; need at least 2")
         y_idx = self._le.transform(y)
-        self.n_features_in_ = seqs[0].shape[1]
+        self.n_channels_ = seqs[0].shape[1]
+        if _is_table(X):
+            # scikit-learn's convention for a 2-D array: its columns (the length)
+            self.n_features_in_ = np.shape(X)[1]
         if self.normalize == "zscore":
             seqs = _znorm(seqs)
         Y = _one_hot(y_idx, len(self.classes_))
         comps, scores = [], []
-        for spec in self._candidates(self.n_features_in_, key):
+        for spec in self._candidates(self.n_channels_, key):
             comp = make_component(**spec).fit(seqs)
             variants = [comp]
             if spec["family"] == "lmmk":
@@ -353,9 +364,15 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
     def _cross(self, X):
         check_is_fitted(self, "components_")
         seqs = _as_sequences(X)
-        if seqs[0].shape[1] != self.n_features_in_:
+        if hasattr(self, "n_features_in_") and _is_table(X) and (
+                np.shape(X)[1] != self.n_features_in_):
+            raise ValueError(
+                f"X has {np.shape(X)[1]} features, but SequenceKernelClassifier is "
+                f"expecting {self.n_features_in_} features as input (a 2-D array's "
+                f"columns are time steps; pass a list for other lengths)")
+        if seqs[0].shape[1] != self.n_channels_:
             raise ValueError(f"X has d = {seqs[0].shape[1]} channels, the classifier "
-                             f"was fitted with d = {self.n_features_in_}")
+                             f"was fitted with d = {self.n_channels_}")
         if self.normalize == "zscore":
             seqs = _znorm(seqs)
         return sum(w * c.cross(seqs) for c, w in zip(self.components_, self.weights_,

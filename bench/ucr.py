@@ -1,0 +1,158 @@
+"""UCR/UEA classification: SequenceKernelClassifier beside ROCKET, MiniRocket and
+1-NN DTW, in one process, on the archive's fixed train/test splits.
+
+Data: the ``.ts`` files inside the ``aeon`` 1.6.0 wheel (``pip install
+'bayeskde[bench]'``), read with :func:`bayeskde.datasets.load_ucr`; nothing is
+downloaded. Problems (``--datasets``): ACSF1, ArrowHead, BasicMotions (6
+channels), GunPoint, ItalyPowerDemand, OSULeaf.
+
+Methods, each fitted on the training split and scored on the test split:
+
+- ``ours``: ``SequenceKernelClassifier()`` with no arguments (kernel families,
+  widths, derivative weights, HMM states, the kernel sum and the ridge chosen by
+  exact leave-one-out on the training split);
+- ``ours_lmmk_em`` / ``ours_lmmk_bayes``: the HMM latent mean-map kernel alone,
+  with the EM HMM and with the variational Bayesian HMM (states and ``nu`` by
+  LOO), for the issue's Bayesian-vs-EM target;
+- ``minirocket``, ``rocket``: aeon's ``MiniRocketClassifier`` and
+  ``RocketClassifier`` (10,000 kernels, ridge CV), ``random_state=0``;
+- ``dtw``: aeon's ``KNeighborsTimeSeriesClassifier(distance="dtw",
+  n_neighbors=1)``, full warping window (DTW_D for BasicMotions).
+
+Seconds are wall-clock fit and predict times including JAX/numba compilation
+(a user's first call). The ``published`` column is ROCKET and 1-NN DTW from
+Dempster et al. (2020) and the UEA bake-off (Ruiz et al. 2021), quoted in issue 28.
+
+Prints one JSON line (``--table`` adds a Markdown table on stderr). Run:
+``python bench/ucr.py --table`` (about 15 minutes on a shared 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+
+import numpy as np
+
+PROBLEMS = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDemand",
+            "OSULeaf")
+PUBLISHED = {
+    "ACSF1": {"rocket": 0.886, "dtw": 0.640},
+    "ArrowHead": {"rocket": 0.814, "dtw": 0.703},
+    "BasicMotions": {"rocket": 1.000, "dtw": 0.975},
+    "GunPoint": {"rocket": 1.000, "dtw": 0.907},
+    "ItalyPowerDemand": {"rocket": 0.970, "dtw": 0.950},
+    "OSULeaf": {"rocket": 0.941, "dtw": 0.591},
+}
+
+
+def _aeon_array(X):
+    """aeon's ``(n, channels, T)`` from a list of equal-length ``(T, d)`` cases."""
+    return np.stack([np.asarray(x).T for x in X])
+
+
+def _ours(**kw):
+    from bayeskde import SequenceKernelClassifier
+
+    return SequenceKernelClassifier(**kw), False
+
+
+def _peer(name):
+    from aeon.classification.convolution_based import (
+        MiniRocketClassifier,
+        RocketClassifier,
+    )
+    from aeon.classification.distance_based import KNeighborsTimeSeriesClassifier
+
+    if name == "minirocket":
+        return MiniRocketClassifier(random_state=0), True
+    if name == "rocket":
+        return RocketClassifier(random_state=0), True
+    return KNeighborsTimeSeriesClassifier(distance="dtw", n_neighbors=1), True
+
+
+METHODS = {
+    "ours": lambda: _ours(),
+    "ours_lmmk_em": lambda: _ours(kernels=("lmmk",), hmm="em"),
+    "ours_lmmk_bayes": lambda: _ours(kernels=("lmmk",), hmm="bayes"),
+    "minirocket": lambda: _peer("minirocket"),
+    "rocket": lambda: _peer("rocket"),
+    "dtw": lambda: _peer("dtw"),
+}
+
+
+def run_one(problem, method):
+    from bayeskde.datasets import load_ucr
+
+    tr, te = load_ucr(problem, "train"), load_ucr(problem, "test")
+    est, aeon_input = METHODS[method]()
+    Xtr = _aeon_array(tr.X) if aeon_input else tr.X
+    Xte = _aeon_array(te.X) if aeon_input else te.X
+    t0 = time.perf_counter()
+    est.fit(Xtr, tr.y)
+    t1 = time.perf_counter()
+    pred = est.predict(Xte)
+    t2 = time.perf_counter()
+    row = {"accuracy": float(np.mean(np.asarray(pred) == te.y)),
+           "fit_s": round(t1 - t0, 2), "predict_s": round(t2 - t1, 2)}
+    if hasattr(est, "selected_"):
+        row["selected"] = est.selected_
+        row["loo_accuracy"] = est.loo_accuracy_
+    return row
+
+
+def _table(results, methods):
+    head = "| data set | " + " | ".join(methods) + " | ROCKET (pub.) | DTW (pub.) |"
+    lines = [head, "|" + "---|" * (len(methods) + 3)]
+    for p, rows in results.items():
+        cells = [f"{rows[m]['accuracy']:.3f} "
+                 f"({rows[m]['fit_s'] + rows[m]['predict_s']:.1f} s)" for m in methods]
+        lines.append(f"| {p} | " + " | ".join(cells)
+                     + f" | {PUBLISHED[p]['rocket']:.3f} | {PUBLISHED[p]['dtw']:.3f} |")
+    means = [np.mean([r[m]["accuracy"] for r in results.values()]) for m in methods]
+    lines.append("| mean | " + " | ".join(f"{v:.3f}" for v in means) + " | | |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", nargs="+", default=list(PROBLEMS))
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--table", action="store_true")
+    args = ap.parse_args(argv)
+    bad = [m for m in args.methods if m not in METHODS]
+    if bad:
+        ap.error(f"unknown methods {bad}; choose from {list(METHODS)}")
+    warnings.simplefilter("ignore", RuntimeWarning)
+    results = {}
+    for p in args.datasets:
+        results[p] = {}
+        for m in args.methods:
+            results[p][m] = run_one(p, m)
+            print(f"{p} {m} {results[p][m]['accuracy']:.3f} "
+                  f"{results[p][m]['fit_s']}+{results[p][m]['predict_s']} s",
+                  file=sys.stderr, flush=True)
+    summary = {}
+    if "ours" in args.methods and "minirocket" in args.methods:
+        gap = [r["ours"]["accuracy"] - r["minirocket"]["accuracy"]
+               for r in results.values()]
+        summary["mean_gap_to_minirocket"] = float(np.mean(gap))
+        summary["worst_gap_to_minirocket"] = float(np.min(gap))
+    if "ours" in args.methods and "dtw" in args.methods:
+        summary["above_dtw_on"] = sum(r["ours"]["accuracy"] > r["dtw"]["accuracy"]
+                                      for r in results.values())
+    if {"ours_lmmk_em", "ours_lmmk_bayes"} <= set(args.methods):
+        summary["bayes_at_least_em_on"] = sum(
+            r["ours_lmmk_bayes"]["accuracy"] >= r["ours_lmmk_em"]["accuracy"]
+            for r in results.values())
+    print(json.dumps({"bench": "ucr", "results": results, "published": PUBLISHED,
+                      "summary": summary}))
+    if args.table:
+        print(_table(results, args.methods), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
