@@ -22,8 +22,9 @@ Bandwidths by the median heuristic, gamma = 1 / (2 median^2), times ``--scale``
 (default 4; the plain median heuristic gives over-smooth kernels here), ridge
 1e-3. The Twin GPs are run a second time with bandwidths of their own
 (``cv`` rows): gamma_x and gamma_y, each the median heuristic times one of
-:data:`CV_SCALES_X` / :data:`CV_SCALES_Y`, chosen per criterion by 3-fold
-cross-validation of the marker reconstruction error on the training poses.
+:data:`CV_SCALES_X` / :data:`CV_SCALES_Y` (``--quick``: 4 or 64 / 4 or 16),
+chosen per criterion by 3-fold cross-validation of the marker reconstruction
+error on the training poses.
 The two criteria need different kernels: the HSIC energy
 E(y) = -2 c^T k_y (Bo and Sminchisescu 2010, eq. (19)) is the output density of
 the training poses weighted by the centred input kernel c, so its minimiser is
@@ -107,16 +108,17 @@ def _reconstruction(pred, x, link_lengths) -> float:
     return float(np.linalg.norm(rec.reshape(-1, 2, 2), axis=-1).mean())
 
 
-def cv_bandwidths(criterion, X, Y, gx0, gy0, link_lengths, seed) -> dict:
+def cv_bandwidths(criterion, X, Y, gx0, gy0, link_lengths, seed,
+                  scales_x=CV_SCALES_X, scales_y=CV_SCALES_Y) -> dict:
     """gamma_x, gamma_y of a Twin GP by k-fold CV of the marker reconstruction
     error: the median-heuristic gammas ``gx0``, ``gy0`` times every pair of
-    :data:`CV_SCALES_X` x :data:`CV_SCALES_Y`."""
+    ``scales_x`` x ``scales_y``."""
     from bayeskde.tgp import TwinGP
 
     folds = np.array_split(np.random.default_rng(seed).permutation(len(X)), CV_FOLDS)
     scores = {}
-    for sx in CV_SCALES_X:
-        for sy in CV_SCALES_Y:
+    for sx in scales_x:
+        for sy in scales_y:
             err = []
             for k in range(CV_FOLDS):
                 val = folds[k]
@@ -220,8 +222,11 @@ def main(argv=None) -> dict:
     if args.cv:
         for crit in ("kl", "hsic"):
             t0 = timer()
+            # --quick: a 2 x 2 grid (the smoke run of the test suite).
+            grids = (((4.0, 64.0), (4.0, 16.0)) if args.quick
+                     else (CV_SCALES_X, CV_SCALES_Y))
             b = cv_bandwidths(crit, X, Y, gx / args.scale, gy / args.scale,
-                              data.link_lengths, args.seed)
+                              data.link_lengths, args.seed, *grids)
             pred = TwinGP(crit, gamma_x=b["gamma_x"], gamma_y=b["gamma_y"],
                           ridge=RIDGE).fit(X, Y).predict(Z)
             results[f"tgp_{crit}/cv"] = errors(pred, data)
