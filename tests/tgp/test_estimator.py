@@ -457,3 +457,50 @@ def test_default_rates_are_the_median_heuristic(rng):
     assert tgp.gamma_y_ == pytest.approx(median_gamma(Y))
     with pytest.raises(ValueError, match="requires y"):
         TwinGP().fit(X, None)
+
+
+def test_unknown_transform_name_is_refused_by_name():
+    rng = np.random.default_rng(0)
+    X, Y = rng.uniform(size=(20, 2)), rng.uniform(size=(20, 2))
+    with pytest.raises(ValueError, match=r"kernel_transform must be None, a basis "
+                       r"name \('monomial', 'gegenbauer'\).*got 'foo'"):
+        TwinGP(kernel_transform="foo").fit(X, Y)
+    with pytest.raises(TypeError, match="kernel_transform must be"):
+        TwinGP(kernel_transform=3).fit(X, Y)
+    tgp = TwinGP(kernel_transform="gegenbauer", gamma_x=2.0, gamma_y=2.0).fit(X, Y)
+    assert tgp.transform_.basis == "gegenbauer"
+    assert tgp.kernel_transform == "gegenbauer"  # the parameter is not replaced
+
+
+@pytest.mark.parametrize("kw", [{"criterion": "kl"}, {"criterion": "hsic"},
+                                {"criterion": "kl", "n_neighbors": 8,
+                                 "init_neighbors": 4}])
+def test_a_rows_prediction_does_not_depend_on_the_other_rows(kw):
+    # Every compiled call sees batch_size rows, so a row predicted alone, in a
+    # permuted batch or across a batch boundary is the same bitwise.
+    rng = np.random.default_rng(1)
+    X = 3 * rng.uniform(size=(30, 3))
+    y = X[:, 0].astype(int).astype(float)  # scikit-learn's step targets
+    tgp = TwinGP(batch_size=8, **kw).fit(X, y)
+    full = tgp.predict(X)
+    alone = np.concatenate([tgp.predict(X[i:i + 1]) for i in range(len(X))])
+    perm = rng.permutation(len(X))
+    permuted = np.empty_like(full)
+    permuted[perm] = tgp.predict(X[perm])
+    np.testing.assert_array_equal(alone, full)
+    np.testing.assert_array_equal(permuted, full)
+
+
+def test_predict_writes_nothing_and_solve_returns_the_diagnostics():
+    rng = np.random.default_rng(2)
+    X, Y = rng.uniform(size=(25, 2)), rng.uniform(size=(25, 2))
+    tgp = TwinGP(gamma_x=3.0, gamma_y=3.0).fit(X, Y)
+    before = dict(vars(tgp))
+    pred = tgp.predict(X[:4])
+    assert vars(tgp).keys() == before.keys()
+    assert all(vars(tgp)[k] is v for k, v in before.items())
+    sol = tgp.solve(X[:4])
+    np.testing.assert_array_equal(np.asarray(sol.y), pred)
+    assert sol.status.shape == (4,) and sol.start.shape == (4, 2)
+    with pytest.warns(FutureWarning, match="solve"):
+        np.testing.assert_array_equal(np.asarray(tgp.solution_.y), pred)
