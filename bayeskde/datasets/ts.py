@@ -93,7 +93,7 @@ def load_ucr(
 
     Examples:
         >>> tr = load_ucr("ItalyPowerDemand", "train")
-        >>> len(tr.X), tr.X[0].shape, sorted(set(tr.y))
+        >>> len(tr.X), tr.X[0].shape, sorted(set(tr.y.tolist()))
         (67, (24, 1), ['1', '2'])
     """
     if not isinstance(name, str) or not name or "/" in name or "\\" in name:
