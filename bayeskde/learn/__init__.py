@@ -16,6 +16,9 @@ from .inverse_gp import InverseGPPredictive as InverseGPPredictive
 from .inverse_gp import InverseGPRegressor as InverseGPRegressor
 from .inverse_gp import fit_inverse_gp as fit_inverse_gp
 from .inverse_gp import inverse_gp_predictive as inverse_gp_predictive
+from .inverse_gp import inverse_gp_sample as inverse_gp_sample
+from .inverse_predictive import OutputPrior as OutputPrior
+from .inverse_predictive import resolve_output_prior as resolve_output_prior
 from .kernel_hyper import KernelHyperFit as KernelHyperFit
 from .kernel_hyper import TGPPredictive as TGPPredictive
 from .kernel_hyper import bma_kde_predict as bma_kde_predict
@@ -48,6 +51,9 @@ __all__ = [
     "fit_inverse_gp",
     "InverseGPPredictive",
     "inverse_gp_predictive",
+    "inverse_gp_sample",
+    "OutputPrior",
+    "resolve_output_prior",
     "InverseGPRegressor",
     "top_k_modes",
     "Modes",

@@ -7,10 +7,12 @@ The model is :mod:`bayeskde.models.inverse_gp`.
   with named dims, the posterior of every (rate, degree) pair, the MAP
   parameters, a convergence report (R-hat, bulk and tail ESS, divergences) and
   a posterior predictive replicate of the inputs per draw.
-* :func:`inverse_gp_predictive`: the predictive distribution p(y* | x*, D) on an
-  output grid (outputs of dimension <= 2) or on the training outputs used as
-  importance proposals, model-averaged over draws or at the MAP parameters,
-  with its top-k modes and their masses (:func:`bayeskde.learn.top_k_modes`).
+* :func:`inverse_gp_predictive` and :func:`inverse_gp_sample`
+  (:mod:`bayeskde.learn.inverse_predictive`): the predictive distribution
+  p(y* | x*, D) on a grid with resolution per output dimension (outputs of
+  dimension <= 2) or by adaptive importance sampling (above), model-averaged
+  over draws or at the MAP parameters, with its refined top-k modes and their
+  masses, and draws of it.
 * :class:`InverseGPRegressor`: the scikit-learn facade.
 """
 
@@ -26,20 +28,21 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
 from .. import infer
-from .._modes import top_k_modes
-from .._validation import as_float_array, check_integer
+from .._validation import check_integer
 from ..models.inverse_gp import (
     InverseGPData,
     InverseGPPrior,
-    inverse_gp_log_density,
-    inverse_gp_log_probs,
     inverse_gp_model,
-    inverse_gp_point,
     inverse_gp_replicate,
     pair_log_joint,
     prepare_inverse_gp_data,
 )
-from ..tgp import tgp_minimize
+from ..tgp.modes import Modes
+from .inverse_predictive import (
+    InverseGPPredictive,
+    inverse_gp_predictive,
+    inverse_gp_sample,
+)
 from .quadrature import quadrature_posterior
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "fit_inverse_gp",
     "InverseGPPredictive",
     "inverse_gp_predictive",
+    "inverse_gp_sample",
     "InverseGPRegressor",
 ]
 
@@ -66,6 +70,8 @@ class InverseGPFit(NamedTuple):
         report: :class:`bayeskde.infer.ConvergenceReport` (ESS threshold 400).
         runtime_s: preparation plus sampling wall time.
         data, prior: what the model saw.
+        cache: the predictive's memo of the pairs' eigendecompositions (filled
+            by :func:`inverse_gp_predictive`).
     """
 
     idata: object
@@ -75,6 +81,7 @@ class InverseGPFit(NamedTuple):
     runtime_s: float
     data: InverseGPData
     prior: InverseGPPrior
+    cache: dict | None = None
 
 
 def fit_inverse_gp(
@@ -172,7 +179,7 @@ def fit_inverse_gp(
     else:
         report, pair_posterior = q.report, q.pair_posterior
     return InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
-                        prior)
+                        prior, {})
 
 
 def _quadrature_samples(q, data, num_chains, num_samples):
@@ -188,187 +195,80 @@ def _quadrature_samples(q, data, num_chains, num_samples):
             .reshape(*shape, *data.n_rest.shape)}
 
 
-class InverseGPPredictive(NamedTuple):
-    """Result of :func:`inverse_gp_predictive`.
-
-    Attributes:
-        support: ``(n_c, d_y)`` candidate outputs (grid cell centres or the
-            training outputs).
-        log_probs: ``(n_test, n_c)`` normalised log probabilities.
-        modes: ``(n_test, k, d_y)`` the top-k modes by mass.
-        mode_masses: ``(n_test, k)`` their posterior masses.
-        cell: the grid cell width per output dimension (``None`` for
-            importance-sampling candidates).
-    """
-
-    support: np.ndarray
-    log_probs: np.ndarray
-    modes: np.ndarray
-    mode_masses: np.ndarray
-    cell: np.ndarray | None
-
-
-def _grid(Y, n_grid, margin):
-    lo, hi = Y.min(axis=0), Y.max(axis=0)
-    pad = margin * (hi - lo)
-    lo, hi = lo - pad, hi + pad
-    d = Y.shape[1]
-    per = int(round(n_grid ** (1.0 / d)))
-    cell = (hi - lo) / per
-    axes = [lo[j] + (np.arange(per) + 0.5) * cell[j] for j in range(d)]
-    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, d)
-    return pts, cell
-
-
-def inverse_gp_predictive(
-    fit: InverseGPFit, X_test, *, mode: str = "average", n_draws: int = 100,
-    n_grid: int = 200, margin: float = 0.0, k: int = 3,
-    output_prior: str = "uniform", mode_radius: float | None = None,
-    noisy_inputs: bool = True, refine: bool | None = None,
-) -> InverseGPPredictive:
-    """p(y* | x*, D) of (B) for every test input.
-
-    Args:
-        fit: :func:`fit_inverse_gp` result.
-        X_test: ``(n_test, d_x)`` test inputs.
-        mode: ``"average"`` (Bayesian model average over ``n_draws`` evenly
-            thinned draws, pairs Rao-Blackwellised) or ``"map"`` (the MAP
-            draw and pair only).
-        n_grid: grid points over the training outputs' box widened by
-            ``margin`` (outputs of dimension <= 2); above, the candidates are
-            the training outputs (importance sampling from their empirical
-            distribution).
-        k: number of modes returned.
-        noisy_inputs: whether the test inputs carry the training noise (see
-            :func:`bayeskde.models.inverse_gp.inverse_gp_log_probs`).
-        output_prior: p(y) on the grid: ``"uniform"`` on the box, or ``"kde"``
-            (a Gaussian KDE of the training outputs, Scott's bandwidth).
-        mode_radius: merge radius of :func:`top_k_modes` for candidates that
-            are not a 1-D grid (default: 0.1 of the outputs' mean range).
-        refine: move each mode to the local maximum of (B) over continuous y
-            (BFGS, :func:`bayeskde.tgp.tgp_minimize`, from the mode), with the
-            MAP draw's pair, amplitude and noise and the Gaussian KDE of the
-            training outputs (Scott's bandwidth) as p(y); the masses stay.
-            Default: when the candidates are the training outputs (outputs of
-            dimension > 2), whose spacing limits the modes' precision.
-
-    Cost: see :func:`bayeskde.models.inverse_gp.inverse_gp_log_probs`.
-    """
-    if mode not in ("average", "map"):
-        raise ValueError(f"mode must be 'average' or 'map', got {mode!r}")
-    if output_prior not in ("uniform", "kde"):
-        raise ValueError(f"output_prior must be 'uniform' or 'kde', got "
-                         f"{output_prior!r}")
-    X_test = as_float_array(X_test, "X_test")
-    X_test = X_test[:, None] if X_test.ndim == 1 else X_test
-    Y = np.asarray(fit.data.Y, float)
-    post = fit.idata.posterior
-    amp = np.asarray(post["amplitude"]).reshape(-1)
-    noi = np.asarray(post["noise"]).reshape(-1)
-    lj = np.asarray(post["pair_log_joint"]).reshape(len(amp), -1)
-    if mode == "map":
-        g, d = fit.map_params["pair_index"]
-        D = lj.shape[1] // len(np.asarray(fit.data.gammas))
-        one = np.full((1, lj.shape[1]), -np.inf)
-        one[0, g * D + d] = 0.0
-        amp, noi, lj = (np.array([fit.map_params["amplitude"]]),
-                        np.array([fit.map_params["noise"]]), one)
-    else:
-        n_draws = check_integer(n_draws, "n_draws", minimum=1)
-        rows = np.linspace(0, len(amp) - 1, min(n_draws, len(amp))).round()
-        rows = rows.astype(int)
-        amp, noi, lj = amp[rows], noi[rows], lj[rows]
-    if Y.shape[1] <= 2:
-        cand, cell = _grid(Y, n_grid, margin)
-        log_prior = np.full(len(cand), np.log(np.prod(cell)))
-        if output_prior == "kde":
-            h = Y.std(axis=0) * len(Y) ** (-1.0 / (Y.shape[1] + 4))
-            z = (cand[:, None, :] - Y[None]) / h
-            log_prior = log_prior + np.logaddexp.reduce(
-                -0.5 * np.sum(z * z, axis=-1), axis=1)
-    else:
-        cand, cell, log_prior = Y, None, np.zeros(len(Y))
-    log_probs = np.asarray(inverse_gp_log_probs(
-        fit.data, amp, noi, lj, cand, X_test, log_prior,
-        noisy_inputs=noisy_inputs), float)
-    if mode_radius is None:
-        mode_radius = 0.1 * float(np.mean(Y.max(axis=0) - Y.min(axis=0)))
-    modes, masses = top_k_modes(cand, np.exp(log_probs), k, radius=mode_radius)
-    if cell is None if refine is None else refine:
-        modes = _refine_modes(fit, X_test, modes, noisy_inputs)
-    return InverseGPPredictive(cand, log_probs, modes, masses, cell)
-
-
-@jax.jit
-def _refine(point, y0, x, test_noise):
-    tol = jnp.sqrt(jnp.finfo(y0.dtype).eps)
-
-    def energy(y, x):
-        return -inverse_gp_log_density(y, x, point, test_noise)
-
-    return jax.vmap(lambda y, x: tgp_minimize(energy, y, x, 200, tol).y)(y0, x)
-
-
-def _refine_modes(fit, X_test, modes, noisy_inputs):
-    """Modes moved to the local maxima of (B) (``refine`` above)."""
-    data = fit.data
-    Y = np.asarray(data.Y, float)
-    h = Y.std(axis=0) * len(Y) ** (-1.0 / (Y.shape[1] + 4))
-    point = inverse_gp_point(data, fit.map_params["pair_index"],
-                             fit.map_params["amplitude"], fit.map_params["noise"], h)
-    n, k, d = modes.shape
-    dt = data.X.dtype
-    out = _refine(point, jnp.asarray(modes.reshape(-1, d), dt),
-                  jnp.asarray(np.repeat(X_test, k, axis=0), dt),
-                  jnp.asarray(float(noisy_inputs), dt))
-    return np.asarray(out, float).reshape(n, k, d)
-
-
 class InverseGPRegressor(RegressorMixin, BaseEstimator):
     """scikit-learn facade of the generative inverse model.
 
     ``fit(X, Y)`` runs :func:`fit_inverse_gp`; ``predict(X)`` returns the mode
     of highest posterior mass per test point, ``predict_modes(X, k)`` the top-k
-    modes and their masses, ``predict_distribution(X)`` the full
-    :class:`InverseGPPredictive`.
+    modes and their masses as a :class:`bayeskde.learn.Modes`,
+    ``predict_distribution(X)`` the full :class:`InverseGPPredictive` and
+    ``sample(X, num_samples, key=...)`` draws ``(n_test, num_samples, d_y)`` of
+    the model-averaged predictive. ``prior`` is the kernel prior
+    (:class:`~bayeskde.models.InverseGPPrior`), ``output_prior`` the prior over
+    outputs p(y) (``None``: data-driven; ``"uniform"``, ``"kde"``, a box
+    ``(low, high)`` or a NumPyro distribution; see
+    :func:`inverse_gp_predictive`). ``n_grid`` is per output dimension.
+
+    Example:
+        >>> reg = InverseGPRegressor(key=jax.random.key(0)).fit(X, Y)
+        >>> reg.predict_modes(X_new, 2).modes        # (n, 2, d_y)
+        >>> reg.sample(X_new, 500, key=jax.random.key(1)).shape
     """
 
-    def __init__(self, prior=None, *, key=None, num_warmup=500, num_samples=500,
-                 num_chains=4, mode="average", n_draws=100, n_grid=200,
-                 progress_bar=False):
+    def __init__(self, prior=None, *, key=None, output_prior=None, method="nuts",
+                 num_warmup=500, num_samples=500, num_chains=4, mode="average",
+                 n_draws=100, n_grid=None, noisy_inputs=True, progress_bar=False):
         self.prior = prior
         self.key = key
+        self.output_prior = output_prior
+        self.method = method
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
         self.mode = mode
         self.n_draws = n_draws
         self.n_grid = n_grid
+        self.noisy_inputs = noisy_inputs
         self.progress_bar = progress_bar
 
     def fit(self, X, Y):
         key = jax.random.key(0) if self.key is None else self.key
         self.fit_ = fit_inverse_gp(
-            key, X, Y, self.prior, num_warmup=self.num_warmup,
+            key, X, Y, self.prior, method=self.method, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
             progress_bar=self.progress_bar)
         self.n_outputs_ = self.fit_.data.Y.shape[1]
+        self.n_features_in_ = self.fit_.data.X.shape[1]
         return self
 
-    def predict_distribution(self, X, k: int = 3) -> InverseGPPredictive:
+    def _check_fitted(self):
         if not hasattr(self, "fit_"):
             raise NotFittedError("InverseGPRegressor is not fitted yet; call fit")
-        return inverse_gp_predictive(self.fit_, X, mode=self.mode,
-                                     n_draws=self.n_draws, n_grid=self.n_grid, k=k)
 
-    def predict_modes(self, X, k: int = 2):
-        """``(modes (n, k, d_y), masses (n, k))``, highest mass first; the
-        modes are sought among 3 or more (so that the first is the same for
-        every k)."""
-        pred = self.predict_distribution(X, max(k, 3))
-        return pred.modes[:, :k], pred.mode_masses[:, :k]
+    def predict_distribution(self, X, k: int = 3) -> InverseGPPredictive:
+        self._check_fitted()
+        return inverse_gp_predictive(
+            self.fit_, X, mode=self.mode, n_draws=self.n_draws, n_grid=self.n_grid,
+            k=k, output_prior=self.output_prior, noisy_inputs=self.noisy_inputs)
+
+    def predict_modes(self, X, k: int = 2) -> Modes:
+        """The top-k modes ``(n, k, d_y)`` and masses ``(n, k)``, highest mass
+        first, as a :class:`bayeskde.learn.Modes` (temperature 1: the masses
+        are the posterior's own); the modes are sought among 3 or more (so that
+        the first is the same for every k)."""
+        pred = self.predict_distribution(X, max(check_integer(k, "k"), 3))
+        return Modes(pred.modes[:, :k], pred.mode_masses[:, :k], 1.0)
 
     def predict(self, X):
-        modes, _ = self.predict_modes(X, 3)
-        out = modes[:, 0, :]
+        out = self.predict_modes(X, 1).modes[:, 0, :]
         return out[:, 0] if self.n_outputs_ == 1 else out
+
+    def sample(self, X, num_samples: int = 1000, *, key=None) -> np.ndarray:
+        """``(n_test, num_samples, d_y)`` draws of p(y* | x*, D)
+        (:func:`inverse_gp_sample`); ``key`` defaults to ``key(1)``."""
+        self._check_fitted()
+        key = jax.random.key(1) if key is None else key
+        return inverse_gp_sample(
+            key, self.fit_, X, num_samples, mode=self.mode, n_draws=self.n_draws,
+            n_grid=self.n_grid, output_prior=self.output_prior,
+            noisy_inputs=self.noisy_inputs)

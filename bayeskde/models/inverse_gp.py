@@ -71,7 +71,6 @@ __all__ = [
     "pair_log_evidence",
     "pair_log_joint",
     "inverse_gp_model",
-    "inverse_gp_log_probs",
     "inverse_gp_replicate",
     "InverseGPPoint",
     "inverse_gp_point",
@@ -308,108 +307,6 @@ def inverse_gp_model(data: InverseGPData, prior: InverseGPPrior) -> None:
     s = numpyro.deterministic("noise", jnp.exp(log_s))
     lj = numpyro.deterministic("pair_log_joint", pair_log_joint(data, a, s))
     numpyro.factor("marginal", logsumexp(lj))
-
-
-def _pair_basis(data, g, d, candidates):
-    """Eigenvectors of pair (g, d) and the cross-kernel projection A = k_* U."""
-    gamma, alpha = data.gammas[g], data.alpha[g, d]
-    K_stack = _rbf_powers(squared_distances(data.Y, data.Y), gamma, alpha.shape[0])
-    lam, U = jnp.linalg.eigh(jnp.tensordot(alpha, K_stack, 1))
-    ks = jnp.tensordot(alpha, _rbf_powers(
-        squared_distances(candidates, data.Y), gamma, alpha.shape[0]), 1)
-    return jnp.maximum(lam, 0.0), ks @ U, U.T @ data.X, jnp.sum(alpha)
-
-
-def _draw_log_probs(A, lam, proj, prior_diag, amp, noise, X_test, x_mean,
-                    log_prior_c, test_noise):
-    v = amp * lam + noise
-    mean = amp * A @ (proj / v[:, None]) + x_mean[None, :]  # (n_c, d_x)
-    var_f = amp * prior_diag - amp**2 * (A**2) @ (1.0 / v)  # (n_c,)
-    # var_f >= 0 in exact arithmetic; the floor keeps rounding from flipping it.
-    var = jnp.maximum(var_f, 1e-6 * noise) + test_noise * noise
-    r2 = (jnp.sum(X_test**2, axis=1)[:, None] - 2.0 * X_test @ mean.T
-          + jnp.sum(mean**2, axis=1)[None, :])  # (n, n_c)
-    d_x = X_test.shape[1]
-    ll = -0.5 * r2 / var[None] - 0.5 * d_x * jnp.log(2 * jnp.pi * var)[None]
-    lp = ll + log_prior_c[None]
-    return lp - logsumexp(lp, axis=1, keepdims=True)
-
-
-@jax.jit
-def _pair_log_probs(A, lam, proj, prior_diag, amps, noises, log_w, X_test, x_mean,
-                    log_prior_c, test_noise):
-    """log sum_s w_s p_s(c | x*) over draws s for one pair (scan over draws)."""
-
-    def _step(acc, draw):
-        amp, noise, lw = draw
-        lp = _draw_log_probs(A, lam, proj, prior_diag, amp, noise, X_test, x_mean,
-                             log_prior_c, test_noise)
-        return jnp.logaddexp(acc, lp + lw), None
-
-    init = jnp.full((X_test.shape[0], A.shape[0]), -jnp.inf, A.dtype)
-    out, _ = jax.lax.scan(_step, init, (amps, noises, log_w))
-    return out
-
-
-def inverse_gp_log_probs(
-    data: InverseGPData,
-    amplitude: Float[ArrayLike, " n_draws"],
-    noise: Float[ArrayLike, " n_draws"],
-    pair_log_joint: Float[ArrayLike, "n_draws ..."],
-    candidates: Float[ArrayLike, "n_c d_y"],
-    X_test: Float[ArrayLike, "n_test d_x"],
-    log_prior_candidates: Float[ArrayLike, " n_c"] | None = None,
-    min_pair_weight: float = 1e-4,
-    noisy_inputs: bool = True,
-) -> Float[Array, "n_test n_c"]:
-    """Posterior predictive (B) on a candidate set, averaged over draws.
-
-    The candidates are a grid over the output box (outputs of dimension <= 2,
-    ``log_prior_candidates`` = log p(y) + log cell volume) or draws from p(y),
-    e.g. the training outputs, with ``log_prior_candidates`` zero (importance
-    sampling with p(y) as proposal). Per draw s of (a^2, s^2) the pairs (g, d)
-    are weighted by their conditional posterior softmax(pair_log_joint_s)
-    (Rao-Blackwellised); pairs whose total weight is below
-    ``min_pair_weight`` are dropped (their mass is renormalised away).
-    ``noisy_inputs=False`` conditions on x* = f(y*) exactly (test inputs
-    observed without noise, as in the S-shape benchmark's test grid): the
-    predictive variance of x* is then the GP's latent variance alone.
-
-    Returns:
-        ``(n_test, n_c)`` log probabilities of the candidates, each row
-        normalised (logsumexp = 0).
-
-    Cost O(P m^3) for the P kept pairs plus O(n_draws P n_c (m d_x + n_test d_x)).
-    """
-    amplitude = np.asarray(amplitude, float).reshape(-1)
-    noise = np.asarray(noise, float).reshape(-1)
-    lj = np.asarray(pair_log_joint, float)
-    lj = lj.reshape(lj.shape[0], -1)
-    if not (len(amplitude) == len(noise) == lj.shape[0]):
-        raise ValueError("amplitude, noise and pair_log_joint need one row per draw")
-    dtype = data.X.dtype
-    cand = _as_2d(candidates, "candidates").astype(dtype)
-    X_test = _as_2d(X_test, "X_test").astype(dtype)
-    if cand.shape[1] != data.Y.shape[1] or X_test.shape[1] != data.X.shape[1]:
-        raise ValueError("candidates / X_test have the wrong number of columns")
-    lpc = (jnp.zeros(cand.shape[0], dtype) if log_prior_candidates is None
-           else jnp.asarray(log_prior_candidates, dtype).reshape(-1))
-    w = np.exp(lj - lj.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)  # (S, P) conditional pair posteriors
-    total = w.mean(axis=0)
-    keep = np.flatnonzero(total >= min_pair_weight * total.max())
-    D = data.alpha.shape[1]
-    out = None
-    test_noise = jnp.asarray(float(noisy_inputs), dtype)
-    for p in keep:
-        lam, A, proj, pdiag = _pair_basis(data, int(p // D), int(p % D), cand)
-        with np.errstate(divide="ignore"):
-            log_w = jnp.asarray(np.log(w[:, p]), dtype)
-        lp = _pair_log_probs(A, lam, proj, pdiag, jnp.asarray(amplitude, dtype),
-                             jnp.asarray(noise, dtype), log_w, X_test, data.x_mean,
-                             lpc, test_noise)
-        out = lp if out is None else jnp.logaddexp(out, lp)
-    return out - logsumexp(out, axis=1, keepdims=True)
 
 
 def inverse_gp_replicate(

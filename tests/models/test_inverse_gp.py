@@ -8,7 +8,12 @@ from scipy import stats
 from sklearn.exceptions import NotFittedError
 
 from bayeskde.datasets import make_sshape
-from bayeskde.learn import InverseGPRegressor, fit_inverse_gp, inverse_gp_predictive
+from bayeskde.learn import (
+    InverseGPRegressor,
+    Modes,
+    fit_inverse_gp,
+    inverse_gp_predictive,
+)
 from bayeskde.models import (
     InverseGPPrior,
     inverse_gp_log_probs,
@@ -152,7 +157,9 @@ def test_estimator_facade(sshape_fit):
     est.fit(d.x_train, d.t_train)
     z = d.x_test[::100]
     pred = est.predict(z)
-    modes, masses = est.predict_modes(z, 2)
+    res = est.predict_modes(z, 2)
+    assert isinstance(res, Modes)
+    modes, masses = res.modes, res.masses
     assert pred.shape == (5,) and modes.shape == (5, 2, 1)
     np.testing.assert_allclose(pred, modes[:, 0, 0])
     assert np.all(np.diff(masses, axis=1) <= 0)

@@ -1,0 +1,531 @@
+"""The inverse model's predictive p(y* | x*, D): grid, importance, modes, draws.
+
+Bayes' rule (B) of :mod:`bayeskde.models.inverse_gp` with the model average of
+:mod:`bayeskde.models.inverse_gp_predictive`,
+
+    p(y* | x*, D) proportional to p(y*) sum_c w_c N(x*; mu_c(y*), v_c(y*) I),
+
+is evaluated in one of two ways, chosen by the output dimension d_y:
+
+* ``"grid"`` (d_y <= 2): the midpoint rule on ``n_grid`` cells *per output
+  dimension* over the prior's box. Exact up to the cell width; draws are exact
+  for the piecewise-constant density (a cell by its mass, then uniform in it).
+* ``"importance"`` (d_y > 2, where a grid cannot serve): adaptive importance
+  sampling (population Monte Carlo with deterministic-mixture weights; Cappe et
+  al. 2004, Cornuet et al. 2012). Seeds: the training outputs (and, for a prior
+  given by the user, as many prior draws), scored by the target. Then
+  ``n_stages`` stages of ``n_particles`` draws each from
+  q_t = eps p(y) + (1 - eps) (1/J) sum_j N(y; c_j, diag(h_t^2)): the J = 8 best
+  points found so far as centres, h_1 Scott's bandwidth of the training outputs
+  shrunk by 0.3 a stage, eps = 0.1 a defensive share of the prior (which keeps
+  the weights bounded in the tails). Every particle of every stage is weighted
+  by p(y | x*) / (1/T sum_t q_t(y)), so the candidates are not limited to the
+  training outputs; the effective sample size per test input is returned.
+  Draws are an importance resample of that population (consistent as the
+  population grows; the ESS says how far to trust them).
+
+Either way the top-k modes (:func:`bayeskde.learn.top_k_modes`) are then moved
+by BFGS to the local maxima of the model-averaged density, and a move is kept
+only where it raises the density and stays within the modes' merge radius
+(``refine``, on by default): a refinement sharpens a mode, it never trades it
+for another.
+
+The output prior p(y): ``None`` (data-driven: uniform on the training outputs'
+box widened by ``margin`` for the grid; Scott's Gaussian KDE of the training
+outputs for importance sampling), ``"uniform"``, ``"kde"``, a box
+``(low, high)``, or any NumPyro distribution over R^{d_y} (its ``log_prob``;
+the grid covers its support where that is a bounded interval, else the
+training box).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from jax.scipy.special import logsumexp
+
+from .._modes import top_k_modes
+from .._validation import as_float_array, check_integer, check_key, check_positive
+from ..models.inverse_gp_predictive import (
+    inverse_gp_mixture,
+    mixture_log_likelihood,
+    mixture_log_likelihood_each,
+)
+from ..tgp import tgp_minimize
+
+__all__ = [
+    "OutputPrior",
+    "resolve_output_prior",
+    "InverseGPPredictive",
+    "inverse_gp_predictive",
+    "inverse_gp_sample",
+    "predictive_log_density",
+]
+
+#: Default grid cells per output dimension (d_y = 1, 2): 512 and 100 x 100.
+DEFAULT_GRID = {1: 512, 2: 100}
+_TEST_BLOCK = 256
+
+
+class OutputPrior(NamedTuple):
+    """A resolved output prior p(y) (:func:`resolve_output_prior`).
+
+    ``kind`` ``"box"`` (params ``(low, high)``), ``"kde"`` (params
+    ``(centres, bandwidth)``) or ``"distribution"`` (params the NumPyro
+    distribution); ``low``, ``high`` the box a grid covers.
+    """
+
+    kind: str
+    params: object
+    low: np.ndarray
+    high: np.ndarray
+
+
+def _scott(Y):
+    sd = Y.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return sd * len(Y) ** (-1.0 / (Y.shape[1] + 4))
+
+
+def _dist_box(d, Y, lo, hi):
+    support = d.support
+    base = getattr(support, "base_constraint", support)
+    low = getattr(base, "lower_bound", None)
+    high = getattr(base, "upper_bound", None)
+    if low is None or high is None:
+        return lo, hi
+    low = np.broadcast_to(np.asarray(low, float), lo.shape)
+    high = np.broadcast_to(np.asarray(high, float), hi.shape)
+    if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+        return low.copy(), high.copy()
+    return lo, hi
+
+
+def resolve_output_prior(spec, Y, margin: float = 0.0, *, default: str = "uniform"
+                 ) -> OutputPrior:
+    """Resolve the user's output prior ``spec`` (see the module docstring)
+    against the training outputs ``Y`` ``(m, d_y)``.
+
+    Raises:
+        ValueError: a box with the wrong length, non-finite ends or
+            ``low >= high``; a distribution whose ``log_prob`` of a
+            ``(n, d_y)`` batch is not ``(n,)`` or ``(n, d_y)``.
+        TypeError: anything else.
+    """
+    Y = np.asarray(Y, float)
+    d = Y.shape[1]
+    lo, hi = Y.min(axis=0), Y.max(axis=0)
+    pad = margin * np.where(hi > lo, hi - lo, 1.0)
+    lo, hi = lo - pad, hi + pad
+    hi = np.where(hi > lo, hi, lo + 1.0)
+    spec = default if spec is None else spec
+    if isinstance(spec, str):
+        if spec == "uniform":
+            return OutputPrior("box", (jnp.asarray(lo), jnp.asarray(hi)), lo, hi)
+        if spec == "kde":
+            return OutputPrior("kde", (jnp.asarray(Y), jnp.asarray(_scott(Y))),
+                               lo, hi)
+        raise ValueError(f"output_prior must be None, 'uniform', 'kde', a box "
+                         f"(low, high) or a NumPyro distribution, got {spec!r}")
+    if isinstance(spec, dist.Distribution):
+        try:
+            lp = np.asarray(spec.log_prob(jnp.asarray(Y[:2])))
+        except Exception as err:  # noqa: BLE001 - reported with the argument
+            raise ValueError(f"output_prior.log_prob failed on a (2, {d}) batch "
+                             f"of outputs: {err}") from err
+        if lp.shape not in ((2,), (2, d)):
+            raise ValueError(f"output_prior.log_prob of a (2, {d}) batch must "
+                             f"have shape (2,) or (2, {d}), got {lp.shape}")
+        blo, bhi = _dist_box(spec, Y, lo, hi)
+        return OutputPrior("distribution", spec, blo, bhi)
+    if isinstance(spec, tuple | list) and len(spec) == 2:
+        low = np.broadcast_to(np.asarray(as_float_array(spec[0], "output_prior "
+                                                        "low"), float), (d,))
+        high = np.broadcast_to(np.asarray(as_float_array(spec[1], "output_prior "
+                                                         "high"), float), (d,))
+        if not np.all(low < high):
+            raise ValueError(f"output_prior box needs low < high in every "
+                             f"dimension, got {low} and {high}")
+        return OutputPrior("box", (jnp.asarray(low), jnp.asarray(high)),
+                           low.copy(), high.copy())
+    raise TypeError(f"output_prior must be None, 'uniform', 'kde', a box "
+                    f"(low, high) or a numpyro.distributions.Distribution, got "
+                    f"{type(spec).__name__}")
+
+
+def _log_prior(kind, params, y):
+    """Normalised log p(y) for outputs ``y`` (n, d)."""
+    if kind == "box":
+        low, high = params
+        inside = jnp.all((y >= low[None]) & (y <= high[None]), axis=-1)
+        return jnp.where(inside, -jnp.sum(jnp.log(high - low)), -jnp.inf)
+    if kind == "kde":
+        centres, h = params
+        z = (y[:, None, :] - centres[None]) / h[None, None]
+        d = y.shape[-1]
+        return (logsumexp(-0.5 * jnp.sum(z * z, axis=-1), axis=1)
+                - jnp.log(centres.shape[0]) - jnp.sum(jnp.log(h))
+                - 0.5 * d * jnp.log(2 * jnp.pi))
+    lp = params.log_prob(y)
+    return jnp.sum(lp, axis=-1) if lp.ndim == 2 else lp
+
+
+def _sample_prior(kind, params, key, n, d, dtype):
+    if kind == "box":
+        low, high = params
+        return low[None] + (high - low)[None] * jax.random.uniform(key, (n, d), dtype)
+    if kind == "kde":
+        centres, h = params
+        k1, k2 = jax.random.split(key)
+        i = jax.random.randint(k1, (n,), 0, centres.shape[0])
+        return centres[i] + h[None] * jax.random.normal(k2, (n, d), dtype)
+    out = params.sample(key, (n,))
+    return out.reshape(n, d).astype(dtype)
+
+
+class InverseGPPredictive(NamedTuple):
+    """Result of :func:`inverse_gp_predictive`.
+
+    Attributes:
+        support: grid cell centres ``(n_c, d_y)`` shared by the test inputs
+            (``method="grid"``), or importance particles ``(n_test, n_c, d_y)``.
+        log_probs: ``(n_test, n_c)`` normalised log probabilities.
+        modes: ``(n_test, k, d_y)`` the top-k modes by mass (refined).
+        mode_masses: ``(n_test, k)`` their posterior masses.
+        cell: grid cell widths ``(d_y,)`` (``None`` for importance sampling).
+        method: ``"grid"`` or ``"importance"``.
+        ess: ``(n_test,)`` effective sample size of the weights (Kish).
+        grid_shape: cells per dimension (``None`` for importance sampling).
+        mixture: the :class:`~bayeskde.models.InverseGPMixture` evaluated.
+        prior: the resolved :class:`OutputPrior`.
+        noisy_inputs: as given.
+    """
+
+    support: np.ndarray
+    log_probs: np.ndarray
+    modes: np.ndarray
+    mode_masses: np.ndarray
+    cell: np.ndarray | None
+    method: str = "grid"
+    ess: np.ndarray | None = None
+    grid_shape: tuple | None = None
+    mixture: object = None
+    prior: OutputPrior | None = None
+    noisy_inputs: bool = True
+
+
+def _grid(low, high, per):
+    d = len(low)
+    cell = (high - low) / per
+    axes = [low[j] + (np.arange(per[j]) + 0.5) * cell[j] for j in range(d)]
+    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, d)
+    return pts, cell
+
+
+def _blocked_loglik(mix, cand, X, test_noise):
+    """mixture_log_likelihood over test blocks of a fixed size (one program)."""
+    n = X.shape[0]
+    b = min(_TEST_BLOCK, n)
+    out = []
+    for i in range(0, n, b):
+        blk = X[i:i + b]
+        pad = b - blk.shape[0]
+        if pad:
+            blk = jnp.concatenate([blk, jnp.repeat(blk[-1:], pad, axis=0)])
+        out.append(np.asarray(mixture_log_likelihood(mix, cand, blk, test_noise)
+                              )[:b - pad])
+    return np.concatenate(out)
+
+
+def _draws(fit, mode, n_draws):
+    post = fit.idata.posterior
+    amp = np.asarray(post["amplitude"]).reshape(-1)
+    noi = np.asarray(post["noise"]).reshape(-1)
+    lj = np.asarray(post["pair_log_joint"]).reshape(len(amp), -1)
+    if mode == "map":
+        g, d = fit.map_params["pair_index"]
+        D = lj.shape[1] // len(np.asarray(fit.data.gammas))
+        one = np.full((1, lj.shape[1]), -np.inf)
+        one[0, g * D + d] = 0.0
+        return (np.array([fit.map_params["amplitude"]]),
+                np.array([fit.map_params["noise"]]), one)
+    n_draws = check_integer(n_draws, "n_draws", minimum=1)
+    rows = np.linspace(0, len(amp) - 1, min(n_draws, len(amp))).round().astype(int)
+    return amp[rows], noi[rows], lj[rows]
+
+
+def _mixture_log_q(y, centres, h, eps, kind, params):
+    """log q_t(y) of every stage at particles y (n, N, d), for one test row:
+    centres (T, J, d), h (T, d) -> (T, N)."""
+
+    def one(c, hh):
+        z = (y[:, None, :] - c[None]) / hh[None, None]
+        d = y.shape[-1]
+        lg = (logsumexp(-0.5 * jnp.sum(z * z, -1), axis=1) - jnp.log(c.shape[0])
+              - jnp.sum(jnp.log(hh)) - 0.5 * d * jnp.log(2 * jnp.pi))
+        return jnp.logaddexp(jnp.log(eps) + _log_prior(kind, params, y),
+                             jnp.log1p(-eps) + lg)
+
+    return jax.vmap(one)(centres, h)
+
+
+def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages,
+                shrink=0.3, n_centres=8, eps=0.1):
+    """Adaptive importance sampling of (B) per test row (module docstring)."""
+    dt = mix.Y.dtype
+    n, d = X.shape[0], Y.shape[1]
+    keys = jax.random.split(key, n_stages + 1)
+    seeds = jnp.asarray(Y, dt)
+    if prior.kind != "kde":
+        seeds = jnp.concatenate([seeds, _sample_prior(
+            prior.kind, prior.params, keys[0], Y.shape[0], d, dt)])
+    lp_seed = np.asarray(_log_prior(prior.kind, prior.params, seeds))
+    score = _blocked_loglik(mix, seeds, X, test_noise) + lp_seed[None]
+    J = min(n_centres, seeds.shape[0])
+    top = np.argsort(-score, axis=1)[:, :J]
+    centres = np.asarray(seeds)[top]  # (n, J, d)
+    best = np.take_along_axis(score, top, 1)
+    h0 = _scott(np.asarray(Y, float))
+    parts, targets, cents, hs = [], [], [], []
+    for t in range(n_stages):
+        h = jnp.asarray(h0 * shrink**t, dt)
+        k1, k2, k3, k4 = jax.random.split(keys[t + 1], 4)
+        pick = jax.random.randint(k1, (n, n_particles), 0, J)
+        loc = jnp.take_along_axis(jnp.asarray(centres, dt), pick[..., None], 1)
+        gauss = loc + h[None, None] * jax.random.normal(k2, (n, n_particles, d), dt)
+        from_prior = _sample_prior(prior.kind, prior.params, k3, n * n_particles,
+                                   d, dt).reshape(n, n_particles, d)
+        use_prior = jax.random.uniform(k4, (n, n_particles, 1)) < eps
+        y = jnp.where(use_prior, from_prior, gauss)
+        lp = jax.vmap(lambda yy: _log_prior(prior.kind, prior.params, yy))(y)
+        ll = mixture_log_likelihood_each(mix, y, jnp.asarray(X, dt), test_noise)
+        tgt = np.asarray(ll + lp)
+        parts.append(np.asarray(y))
+        targets.append(tgt)
+        cents.append(centres)
+        hs.append(np.asarray(h))
+        pool_y = np.concatenate([centres, np.asarray(y)], axis=1)
+        pool_t = np.concatenate([best, np.where(np.isfinite(tgt), tgt, -np.inf)],
+                                axis=1)
+        top = np.argsort(-pool_t, axis=1)[:, :J]
+        centres = np.take_along_axis(pool_y, top[..., None], 1)
+        best = np.take_along_axis(pool_t, top, 1)
+    y_all = np.concatenate(parts, axis=1)  # (n, T N, d)
+    tgt = np.concatenate(targets, axis=1)
+    C = jnp.asarray(np.stack(cents, axis=1), dt)  # (n, T, J, d)
+    H = jnp.asarray(np.stack(hs), dt)  # (T, d)
+    log_q = jax.vmap(lambda yy, cc: _mixture_log_q(
+        yy, cc, H, eps, prior.kind, prior.params))(jnp.asarray(y_all, dt), C)
+    log_qbar = np.asarray(logsumexp(log_q, axis=1)) - np.log(n_stages)  # (n, TN)
+    log_w = np.where(np.isfinite(tgt), tgt - log_qbar, -np.inf)
+    log_w -= np.logaddexp.reduce(log_w, axis=1, keepdims=True)
+    return y_all, log_w
+
+
+def _energy(y, state):
+    mix, x, test_noise, kind, params = state
+    ll = mixture_log_likelihood_each(mix, y[None, None, :], x[None], test_noise)[0, 0]
+    return -(ll + _log_prior(kind, params, y[None])[0])
+
+
+def _refine_modes(mix, prior, X, modes, test_noise, radius):
+    """Each mode moved by BFGS to the local maximum of the model-averaged
+    density, kept only where that raises the density and stays within
+    ``radius`` of the start (a move farther is a climb into another mode's
+    basin, which would merge two modes)."""
+    n, k, d = modes.shape
+    dt = mix.Y.dtype
+    y0 = jnp.asarray(modes.reshape(-1, d), dt)
+    xs = jnp.asarray(np.repeat(np.asarray(X), k, axis=0), dt)
+    new, e0, e1 = _refine_jit(mix, y0, xs, test_noise, prior.kind, prior.params)
+    new, e0, e1 = np.asarray(new, float), np.asarray(e0), np.asarray(e1)
+    step = np.linalg.norm(new - np.asarray(y0, float), axis=1)
+    better = (np.isfinite(e1) & (e1 < e0) & np.all(np.isfinite(new), axis=1)
+              & (step <= radius))
+    out = np.where(better[:, None], new, np.asarray(y0, float))
+    return out.reshape(n, k, d)
+
+
+def _refine_impl(mix, y0, xs, test_noise, kind, params):
+    tol = jnp.sqrt(jnp.finfo(y0.dtype).eps)
+
+    def one(y, x):
+        state = (mix, x, test_noise, kind, params)
+        y1 = tgp_minimize(lambda yy, s: _energy(yy, (*s, kind, params)), y,
+                          (mix, x, test_noise), 100, tol).y
+        if kind == "box":
+            y1 = jnp.clip(y1, params[0], params[1])
+        return y1, _energy(y, state), _energy(y1, state)
+
+    return jax.vmap(one)(y0, xs)
+
+
+_refine_jit = jax.jit(_refine_impl, static_argnames=("kind",))
+
+
+def inverse_gp_predictive(
+    fit, X_test, *, mode: str = "average", n_draws: int = 100,
+    method: str = "auto", n_grid: int | None = None, margin: float = 0.0,
+    k: int = 3, output_prior=None, mode_radius: float | None = None,
+    noisy_inputs: bool = True, refine: bool = True, n_particles: int = 256,
+    n_stages: int = 4, key: jax.Array | None = None,
+) -> InverseGPPredictive:
+    """p(y* | x*, D) of (B) for every test input (module docstring).
+
+    Args:
+        fit: :func:`bayeskde.learn.fit_inverse_gp` result.
+        X_test: ``(n_test, d_x)`` test inputs.
+        mode: ``"average"`` (Bayesian model average over ``n_draws`` evenly
+            thinned draws, pairs Rao-Blackwellised) or ``"map"`` (the MAP
+            draw and pair only).
+        method: ``"auto"`` (``"grid"`` for d_y <= 2, else ``"importance"``),
+            ``"grid"`` or ``"importance"``.
+        n_grid: grid cells *per output dimension* (default 512 for one
+            output, 100 x 100 for two).
+        margin: the default box is the training outputs' widened by
+            ``margin`` times their range on each side.
+        k: number of modes returned.
+        output_prior: p(y) (module docstring); default data-driven.
+        mode_radius: merge radius of the modes (default 0.1 of the outputs'
+            mean range).
+        noisy_inputs: whether the test inputs carry the training noise (False:
+            x* = f(y*) exactly).
+        refine: move the modes to the local maxima of the density (BFGS from
+            each mode, kept only where it raises the density and moves less
+            than ``mode_radius``).
+        n_particles, n_stages: importance sampling's draws per stage and
+            stages.
+        key: PRNG key of the importance sampler (default ``key(0)``).
+
+    Raises:
+        ValueError: bad settings or test inputs with the wrong width, NaN/inf.
+
+    Cost: O(P m^3) for the P kept pairs, then with C = P n_draws components
+    and r kept eigenvectors a pair: the grid O(n_c (P m r + C r d_x) +
+    C n_test n_c d_x) time for n_c = n_grid^d_y cells, O(C n_c d_x + 256 n_c)
+    memory; importance O(n_test (m + n_stages n_particles) (P m r + C r d_x))
+    time. Refinement adds about 100 evaluations of one output per mode.
+    """
+    if mode not in ("average", "map"):
+        raise ValueError(f"mode must be 'average' or 'map', got {mode!r}")
+    if method not in ("auto", "grid", "importance"):
+        raise ValueError(f"method must be 'auto', 'grid' or 'importance', got "
+                         f"{method!r}")
+    k = check_integer(k, "k", minimum=1)
+    if margin is None or not np.isfinite(margin) or margin < 0:
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    data = fit.data
+    X_test = np.asarray(as_float_array(X_test, "X_test"), float)
+    X_test = X_test[:, None] if X_test.ndim == 1 else X_test
+    if X_test.ndim != 2 or X_test.shape[1] != data.X.shape[1]:
+        raise ValueError(f"X_test must have shape (n_test, {data.X.shape[1]}), got "
+                         f"{X_test.shape}")
+    if X_test.shape[0] == 0:
+        raise ValueError("X_test is empty")
+    Y = np.asarray(data.Y, float)
+    d = Y.shape[1]
+    method = ("grid" if d <= 2 else "importance") if method == "auto" else method
+    if method == "grid" and d > 2:
+        raise ValueError(f"method='grid' serves outputs of dimension <= 2, got "
+                         f"{d}; use method='importance'")
+    prior = resolve_output_prior(output_prior, Y, margin,
+                                 default="uniform" if method == "grid" else "kde")
+    dt = data.X.dtype
+    mix = inverse_gp_mixture(data, *_draws(fit, mode, n_draws),
+                             cache=getattr(fit, "cache", None))
+    tn = jnp.asarray(float(noisy_inputs), dt)
+    Xj = jnp.asarray(X_test, dt)
+    if mode_radius is None:
+        mode_radius = 0.1 * float(np.mean(np.ptp(Y, axis=0)) or 1.0)
+    mode_radius = check_positive(mode_radius, "mode_radius")
+    if method == "grid":
+        per = np.full(d, DEFAULT_GRID[d] if n_grid is None else check_integer(
+            n_grid, "n_grid", minimum=2))
+        cand, cell = _grid(prior.low, prior.high, per)
+        cj = jnp.asarray(cand, dt)
+        lpc = np.asarray(_log_prior(prior.kind, prior.params, cj), float)
+        lp = _blocked_loglik(mix, cj, Xj, tn) + lpc[None] + np.log(np.prod(cell))
+        lp -= np.logaddexp.reduce(lp, axis=1, keepdims=True)
+        modes, masses = top_k_modes(cand, np.exp(lp), k, radius=mode_radius,
+                                    grid_shape=tuple(per))
+        support, shape = cand, tuple(int(p) for p in per)
+    else:
+        n_particles = check_integer(n_particles, "n_particles", minimum=2)
+        n_stages = check_integer(n_stages, "n_stages", minimum=1)
+        key = jax.random.key(0) if key is None else check_key(key)
+        support, lp = _importance(key, mix, prior, Y, X_test, tn, n_particles,
+                                  n_stages)
+        modes, masses = top_k_modes(support, np.exp(lp), k, radius=mode_radius)
+        cell, shape = None, None
+    if refine:
+        modes = _refine_modes(mix, prior, X_test, modes, tn, mode_radius)
+    ess = 1.0 / np.sum(np.exp(2 * lp), axis=1)
+    return InverseGPPredictive(support, lp, modes, masses, cell, method, ess, shape,
+                               mix, prior, bool(noisy_inputs))
+
+
+def predictive_log_density(predictive: InverseGPPredictive, Y_eval, X_test
+                           ) -> np.ndarray:
+    """log p(x*_i | y_ij, D) + log p(y_ij): the unnormalised log density of
+    (B) at outputs ``Y_eval`` ``(n_test, n_e, d_y)`` for the test inputs
+    ``X_test`` ``(n_test, d_x)``, under the mixture and prior of
+    ``predictive``. Cost O(n_test n_e (P m r + C r d_x))."""
+    mix, prior = predictive.mixture, predictive.prior
+    dt = mix.Y.dtype
+    Ye = jnp.asarray(as_float_array(Y_eval, "Y_eval", ndim=3), dt)
+    Xt = jnp.asarray(as_float_array(X_test, "X_test", ndim=2), dt)
+    if Ye.shape[0] != Xt.shape[0] or Ye.shape[2] != mix.Y.shape[1]:
+        raise ValueError(f"Y_eval must have shape (n_test, n_e, {mix.Y.shape[1]}) "
+                         f"with n_test = {Xt.shape[0]}, got {Ye.shape}")
+    tn = jnp.asarray(float(predictive.noisy_inputs), dt)
+    ll = mixture_log_likelihood_each(mix, Ye, Xt, tn)
+    lp = jax.vmap(lambda y: _log_prior(prior.kind, prior.params, y))(Ye)
+    return np.asarray(ll + lp, float)
+
+
+def inverse_gp_sample(
+    key: jax.Array, fit, X_test, num_samples: int, *,
+    predictive: InverseGPPredictive | None = None, **kwargs,
+) -> np.ndarray:
+    """Draws of the model-averaged predictive p(y* | x*, D).
+
+    Grid (d_y <= 2): a cell by its probability, then uniform within it (exact
+    for the piecewise-constant density on the grid). Importance (d_y > 2): an
+    importance resample of the adaptive population of
+    :func:`inverse_gp_predictive` (check its ``ess``).
+
+    Args:
+        key: PRNG key.
+        fit: :func:`bayeskde.learn.fit_inverse_gp` result.
+        X_test: ``(n_test, d_x)``.
+        num_samples: draws per test input.
+        predictive: a :func:`inverse_gp_predictive` result for these
+            ``X_test`` to reuse; otherwise computed with ``kwargs``.
+
+    Returns:
+        ``(n_test, num_samples, d_y)`` draws.
+
+    Cost: that of :func:`inverse_gp_predictive` plus O(n_test num_samples).
+    """
+    key = check_key(key)
+    num_samples = check_integer(num_samples, "num_samples", minimum=1)
+    if predictive is None:
+        kwargs.setdefault("refine", False)
+        predictive = inverse_gp_predictive(fit, X_test, **kwargs)
+    lp = jnp.asarray(predictive.log_probs)
+    n, n_c = lp.shape
+    k1, k2 = jax.random.split(key)
+    idx = np.asarray(jax.random.categorical(k1, lp, axis=1,
+                                            shape=(num_samples, n))).T
+    if predictive.method == "grid":
+        cand = np.asarray(predictive.support, float)
+        u = np.asarray(jax.random.uniform(k2, (n, num_samples, cand.shape[1])),
+                       float)
+        return cand[idx] + (u - 0.5) * np.asarray(predictive.cell, float)
+    sup = np.asarray(predictive.support, float)
+    return np.take_along_axis(sup, idx[..., None], axis=1)
+
