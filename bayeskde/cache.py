@@ -32,17 +32,123 @@ from pathlib import Path
 
 import jax
 
-__all__ = ["default_cache_dir", "enable_compilation_cache"]
+__all__ = [
+    "default_cache_dir",
+    "enable_compilation_cache",
+    "host_fingerprint",
+    "quiet_cache_logs",
+]
+
+
+def host_fingerprint() -> str:
+    """A short hash of this host's CPU (architecture, model name and feature
+    flags, from ``/proc/cpuinfo`` where there is one) and of the jaxlib
+    version. XLA's CPU executables are compiled for the host's instruction
+    set, and JAX's cache key does not include it: an executable loaded on a
+    CPU that lacks an instruction it uses dies of SIGILL. Keying the cache
+    folder by this fingerprint keeps each CPU type to its own entries (a home
+    folder shared by machines of different CPUs is then safe)."""
+    import hashlib
+    import platform
+
+    import jaxlib
+
+    parts = [platform.machine(), platform.processor(), jaxlib.__version__]
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key = line.split(":", 1)[0].strip()
+                if key in ("model name", "flags", "Features", "CPU part"):
+                    parts.append(line.strip())
+                if not line.strip() and len(parts) > 3:
+                    break  # the first processor describes the others
+    except OSError:
+        pass
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def default_cache_dir() -> Path:
     """``$BAYESKDE_CACHE_DIR``, else ``$XDG_CACHE_HOME/bayeskde/jax`` (default
-    ``~/.cache/bayeskde/jax``)."""
+    ``~/.cache/bayeskde/jax``), with a subfolder per :func:`host_fingerprint`."""
     env = os.environ.get("BAYESKDE_CACHE_DIR")
     if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "bayeskde" / "jax"
+        base = Path(env).expanduser()
+    else:
+        home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        base = Path(home).expanduser() / "bayeskde" / "jax"
+    return base / host_fingerprint()
+
+
+#: Lines XLA's C++ runtime writes to the stderr file descriptor each time it
+#: loads a program from the persistent cache, none of them an error: JAX does not
+#: version executables (a W line per program), and the AOT loader compares the
+#: compile-time target's tuning pseudo-features (``+prefer-no-gather``,
+#: ``+prefer-no-scatter``: scheduling hints, not instructions) with the host's
+#: instruction set, which never lists them (an E line "could lead to ... SIGILL"
+#: per program, on the very machine that compiled it; the folder is keyed by
+#: :func:`host_fingerprint`, so no other CPU ever reads these entries).
+BENIGN_CACHE_LOG = (
+    "] Assume version compatibility. PjRt-IFRT does not track XLA executable",
+    "] Loading XLA:CPU AOT result. Target machine feature +prefer-no-",
+)
+
+
+class quiet_cache_logs:
+    """Context manager: drop the :data:`BENIGN_CACHE_LOG` lines from the
+    process's stderr file descriptor and pass everything else through, in
+    order (a thread relays a pipe put in place of fd 2; progress bars' partial
+    lines go through at once). Only those two messages are dropped: any other
+    XLA warning or error still shows. A no-op where fd 2 cannot be replaced."""
+
+    def __enter__(self):
+        import sys
+        import threading
+
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+            r, w = os.pipe()
+        except OSError:
+            self._saved = None
+            return self
+        os.dup2(w, 2)
+        os.close(w)
+        self._thread = threading.Thread(target=self._relay, args=(r,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _relay(self, r):
+        out = self._saved
+        buf = b""
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            keep = [ln for ln in lines
+                    if not any(p.encode() in ln for p in BENIGN_CACHE_LOG)]
+            data = b"".join(ln + b"\n" for ln in keep)
+            # a partial line that cannot be a log record (a progress bar's
+            # carriage-return update) goes through now
+            if buf and buf[:1] not in (b"W", b"E", b"I"):
+                data, buf = data + buf, b""
+            if data:
+                os.write(out, data)
+        if buf:
+            os.write(out, buf)
+        os.close(r)
+
+    def __exit__(self, *exc):
+        import sys
+
+        if self._saved is None:
+            return False
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)  # closes the pipe's last write end
+        self._thread.join(timeout=5)
+        os.close(self._saved)
+        return False
 
 
 def enable_compilation_cache(

@@ -34,6 +34,13 @@ def _cache(args) -> None:
 
 
 def _demo(args) -> int:
+    from .cache import quiet_cache_logs
+
+    with quiet_cache_logs():
+        return _demo_body(args)
+
+
+def _demo_body(args) -> int:
     _precision(args)
     _cache(args)
     from .apps.demo import (
@@ -53,6 +60,13 @@ def _demo(args) -> int:
 
 
 def _strings(args) -> int:
+    from .cache import quiet_cache_logs
+
+    with quiet_cache_logs():
+        return _strings_body(args)
+
+
+def _strings_body(args) -> int:
     _precision(args)
     _cache(args)
     import jax

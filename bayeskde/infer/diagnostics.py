@@ -30,12 +30,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-import arviz as az
 import jax
 import numpy as np
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, autoguide
 
 from .._validation import check_integer, check_key, check_positive
+
+# ArviZ 0.23 announces its 1.x refactor with a FutureWarning at import, which a
+# user of bayeskde can do nothing about: silenced for that import alone.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing",
+                            category=FutureWarning)
+    import arviz as az
 
 __all__ = [
     "run_nuts", "run_svi", "SVIFit", "to_inference_data", "convergence_report",
