@@ -15,14 +15,16 @@ is evaluated in one of two ways, chosen by the output dimension d_y:
   al. 2004, Cornuet et al. 2012). Seeds: the training outputs (and, for a prior
   given by the user, as many prior draws), scored by the target. Then
   ``n_stages`` stages of ``n_particles`` draws each from
-  q_t = eps p(y) + (1 - eps) (1/J) sum_j N(y; c_j, diag(h_t^2)): the J = 8 best
-  points found so far as centres, h_1 Scott's bandwidth of the training outputs
-  shrunk by 0.3 a stage, eps = 0.1 a defensive share of the prior (which keeps
-  the weights bounded in the tails). Every particle of every stage is weighted
-  by p(y | x*) / (1/T sum_t q_t(y)), so the candidates are not limited to the
-  training outputs; the effective sample size per test input is returned.
-  Draws are an importance resample of that population (consistent as the
-  population grows; the ESS says how far to trust them).
+  q_t = eps p(y) + (1 - eps) (1/J) sum_j N(y; c_j, diag(h_t^2)). The centres
+  are the J = 8 best points found so far that lie farther apart than the
+  modes' merge radius (so that every branch keeps its centres); h_1 is Scott's
+  bandwidth of the training outputs, shrunk by 0.3 a stage; eps = 0.1 is a
+  defensive share of the prior (it keeps the weights bounded in the tails).
+  Every particle of every stage is weighted by p(y | x*) / (1/T sum_t q_t(y)),
+  so the candidates are not limited to the training outputs; the effective
+  sample size per test input is returned. Draws are an importance resample of
+  that population (consistent as the population grows; the ESS says how far
+  to trust them).
 
 Either way the top-k modes (:func:`bayeskde.learn.top_k_modes`) are then moved
 by BFGS to the local maxima of the model-averaged density, and a move is kept
@@ -273,7 +275,29 @@ def _mixture_log_q(y, centres, h, eps, kind, params):
     return jax.vmap(one)(centres, h)
 
 
-def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages,
+def _diverse_top(pts, score, J, radius):
+    """Indices ``(n, J)`` of J high-scoring points per row, each farther than
+    ``radius`` from those chosen before it while such points remain (then the
+    best of the rest): every separated region of high density keeps a centre,
+    so one branch cannot take all of them."""
+    n = score.shape[0]
+    rows = np.arange(n)
+    free = np.isfinite(score)
+    taken = np.zeros_like(free)
+    out = np.empty((n, J), dtype=int)
+    for j in range(J):
+        pick_free = np.where(free & ~taken, score, -np.inf)
+        pick_any = np.where(~taken, score, -np.inf)
+        i = np.where(np.isfinite(pick_free.max(1)), pick_free.argmax(1),
+                     pick_any.argmax(1))
+        out[:, j] = i
+        taken[rows, i] = True
+        d2 = np.sum((pts - pts[rows, i][:, None, :]) ** 2, axis=-1)
+        free &= d2 > radius**2
+    return out
+
+
+def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages, radius,
                 shrink=0.3, n_centres=8, eps=0.1):
     """Adaptive importance sampling of (B) per test row (module docstring)."""
     dt = mix.Y.dtype
@@ -286,8 +310,9 @@ def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages,
     lp_seed = np.asarray(_log_prior(prior.kind, prior.params, seeds))
     score = _blocked_loglik(mix, seeds, X, test_noise) + lp_seed[None]
     J = min(n_centres, seeds.shape[0])
-    top = np.argsort(-score, axis=1)[:, :J]
-    centres = np.asarray(seeds)[top]  # (n, J, d)
+    seeds_np = np.broadcast_to(np.asarray(seeds), (n, *seeds.shape))
+    top = _diverse_top(seeds_np, score, J, radius)
+    centres = np.take_along_axis(seeds_np, top[..., None], 1)  # (n, J, d)
     best = np.take_along_axis(score, top, 1)
     h0 = _scott(np.asarray(Y, float))
     parts, targets, cents, hs = [], [], [], []
@@ -311,7 +336,7 @@ def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages,
         pool_y = np.concatenate([centres, np.asarray(y)], axis=1)
         pool_t = np.concatenate([best, np.where(np.isfinite(tgt), tgt, -np.inf)],
                                 axis=1)
-        top = np.argsort(-pool_t, axis=1)[:, :J]
+        top = _diverse_top(pool_y, pool_t, J, radius)
         centres = np.take_along_axis(pool_y, top[..., None], 1)
         best = np.take_along_axis(pool_t, top, 1)
     y_all = np.concatenate(parts, axis=1)  # (n, T N, d)
@@ -458,7 +483,7 @@ def inverse_gp_predictive(
         n_stages = check_integer(n_stages, "n_stages", minimum=1)
         key = jax.random.key(0) if key is None else check_key(key)
         support, lp = _importance(key, mix, prior, Y, X_test, tn, n_particles,
-                                  n_stages)
+                                  n_stages, mode_radius)
         modes, masses = top_k_modes(support, np.exp(lp), k, radius=mode_radius)
         cell, shape = None, None
     if refine:
