@@ -58,11 +58,12 @@ _ARRAY_API_CHILD = """
 import json, sys, traceback, warnings
 from sklearn.utils.estimator_checks import check_array_api_input
 from bayeskde import (KernelDependencyEstimator, KernelPCA,
-                      KNNDependencyEstimator, TwinGP)
+                      KNNDependencyEstimator, SequenceKernelClassifier, TwinGP)
 keywords = json.loads(sys.argv[1])
 out = {}
 for est in (KernelDependencyEstimator(), KNNDependencyEstimator(), KernelPCA(),
-            TwinGP()):
+            TwinGP(), SequenceKernelClassifier(kernels=("signature",),
+                                               derivative=0.0)):
     name = type(est).__name__
     try:
         with warnings.catch_warnings():
@@ -77,7 +78,8 @@ print(json.dumps(out))
 
 @functools.cache
 def _array_api_results(keywords: str) -> dict:
-    """``check_array_api_input`` with ``keywords`` on the four estimators, in one
+    """``check_array_api_input`` with ``keywords`` on the four estimators (and
+    the sequence classifier of tests/meanmap/test_classifier.py), in one
     child process with ``SCIPY_ARRAY_API=1``: estimator name -> error ("" if
     the check passed)."""
     env = {**os.environ, "SCIPY_ARRAY_API": "1"}
