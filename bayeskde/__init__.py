@@ -41,4 +41,5 @@ __all__ = [
     "HyperkernelLearner",
     "LearnedKernel",
     "TwinGP",
+    "SequenceKernelClassifier",
 ]
