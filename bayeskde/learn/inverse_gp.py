@@ -389,10 +389,11 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     different amplitudes share the mass and NUTS's chains each stay in one
     (R-hat 1.54 with 4 chains of 500 + 500, ``bench/inverse_defaults.py``).
 
-    Example:
-        >>> reg = InverseGPRegressor(key=jax.random.key(0)).fit(X, Y)
-        >>> reg.predict_modes(X_new, 2).modes        # (n, 2, d_y)
-        >>> reg.sample(X_new, 500, key=jax.random.key(1)).shape
+    Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
+
+        reg = InverseGPRegressor(key=jax.random.key(0)).fit(X, Y)
+        reg.predict_modes(X_new, 2).modes        # (n, 2, d_y)
+        reg.sample(X_new, 500, key=jax.random.key(1)).shape   # (n, 500, d_y)
     """
 
     def __init__(self, prior=None, *, key=None, output_prior=None,
