@@ -32,25 +32,20 @@ from .._validation import check_integer
 from ..models.inverse_gp import (
     InverseGPData,
     InverseGPPrior,
-    default_rank,
     inverse_gp_model,
     inverse_gp_replicate,
     pair_log_joint,
     prepare_inverse_gp_data,
-    resolve_approx,
 )
-from ..models.inverse_gp_lowrank import default_features, lowrank_replicates
 from ..tgp.modes import Modes
 from .inverse_predictive import (
     InverseGPPredictive,
     inverse_gp_predictive,
     inverse_gp_sample,
 )
-from .quadrature import pair_modes, quadrature_posterior
+from .quadrature import quadrature_posterior
 
 __all__ = [
-    "RankReport",
-    "SVIReport",
     "InverseGPFit",
     "fit_inverse_gp",
     "InverseGPPredictive",
@@ -60,97 +55,6 @@ __all__ = [
 ]
 
 _CONTINUOUS = ("amplitude", "noise")
-_METHODS = ("nuts", "quadrature", "svi")
-#: Largest rank the data-driven choice tries (HSGP functions / centres).
-MAX_AUTO_RANK = 1024
-#: Bound (nats) on the low-rank evidence's log-determinant error at the pairs
-#: holding the posterior mass, below which the data-driven rank stops growing.
-RANK_TOL = 0.1
-
-
-class RankReport(NamedTuple):
-    """How the low-rank evidence's rank was chosen (:func:`fit_inverse_gp`).
-
-    Attributes:
-        features: ``"hsgp"`` or ``"nystroem"``.
-        rank: the rank used (HSGP functions or Nystroem centres).
-        tried: every rank tried, in order.
-        error_bound: per rank tried, the largest over the pairs holding at
-            least 1e-3 of the mass (at their modes) of
-            (d_x / 2) (a^2 / s^2) |tr phi(K) - tr Phi Phi^T|, an upper bound on
-            how far the low-rank log determinant moves the log evidence.
-        chosen_by: ``"data"`` (the bound fell below ``RANK_TOL`` or the rank
-            reached min(m, ``MAX_AUTO_RANK``)) or ``"user"``.
-    """
-
-    features: str
-    rank: int
-    tried: tuple
-    error_bound: tuple
-    chosen_by: str
-
-
-class SVIReport(NamedTuple):
-    """Result quality of ``method="svi"``.
-
-    Attributes:
-        guide: the NumPyro autoguide (``run_svi``'s name).
-        num_steps: optimisation steps.
-        final_loss: mean ELBO loss (negative ELBO) over the last 10% of steps.
-        loss_drift: |mean of the last 10% - mean of the 10% before| relative
-            to the final loss's scale: near 0 when converged.
-        warnings: plain-language messages (drift above 1e-3).
-    """
-
-    guide: str
-    num_steps: int
-    final_loss: float
-    loss_drift: float
-    warnings: tuple
-
-
-def _rank_bound(data, prior):
-    """The largest evidence-error bound of RankReport over the heavy pairs."""
-    u, v, J = pair_modes(data, prior)
-    w = np.exp(J - J.max())
-    w /= w.sum()
-    resid = np.abs(data.lowrank.trace_residual)
-    bound = 0.5 * data.X.shape[1] * np.exp(u - v) * resid
-    return float(np.max(np.where(w >= 1e-3, bound, 0.0)))
-
-
-def _prepare(key, X, Y, prior, approx, rank, features, progress_bar):
-    """The model's data, with the rank chosen from the data when not given:
-    doubled from :func:`default_rank` until the evidence-error bound at the
-    heavy pairs is below ``RANK_TOL`` (or the rank reaches its cap)."""
-    m = np.shape(Y)[0]
-    approx = resolve_approx(approx, m, rank)
-    if approx == "exact":
-        return prepare_inverse_gp_data(Y, X, prior, approx="exact", rank=rank), None
-    k_c = jax.random.fold_in(key, 2)
-    d_y = 1 if np.ndim(Y) == 1 else np.shape(Y)[1]
-    feat = default_features(d_y) if features == "auto" else features
-    if rank is not None:
-        data = prepare_inverse_gp_data(Y, X, prior, approx="lowrank", rank=rank,
-                                       features=features, key=k_c,
-                                       progress_bar=progress_bar)
-        return data, RankReport(data.lowrank.kind, data.lowrank.rank,
-                                (data.lowrank.rank,),
-                                (_rank_bound(data, prior),), "user")
-    r = default_rank(m, d_y, feat) if feat in ("hsgp", "nystroem") else None
-    cap = min(m, MAX_AUTO_RANK)
-    tried, bounds = [], []
-    while True:
-        data = prepare_inverse_gp_data(Y, X, prior, approx="lowrank", rank=r,
-                                       features=features, key=k_c,
-                                       progress_bar=progress_bar)
-        tried.append(data.lowrank.rank)
-        bounds.append(_rank_bound(data, prior))
-        if bounds[-1] <= RANK_TOL or r >= cap:
-            break
-        r = min(2 * r, cap)
-    return data, RankReport(data.lowrank.kind, data.lowrank.rank, tuple(tried),
-                            tuple(bounds), "data")
 
 
 class InverseGPFit(NamedTuple):
@@ -168,8 +72,6 @@ class InverseGPFit(NamedTuple):
         data, prior: what the model saw.
         cache: the predictive's memo of the pairs' eigendecompositions (filled
             by :func:`inverse_gp_predictive`).
-        approx: ``"exact"`` or ``"lowrank"`` (what ``approx="auto"`` chose).
-        rank: the low-rank evidence's :class:`RankReport` (``None`` exact).
     """
 
     idata: object
@@ -180,17 +82,13 @@ class InverseGPFit(NamedTuple):
     data: InverseGPData
     prior: InverseGPPrior
     cache: dict | None = None
-    approx: str = "exact"
-    rank: RankReport | None = None
 
 
 def fit_inverse_gp(
     key: jax.Array, X, Y, prior: InverseGPPrior | None = None, *,
-    method: str = "nuts", approx: str = "auto", rank: int | None = None,
-    features: str = "auto", num_warmup: int = 500, num_samples: int = 500,
-    num_chains: int = 4, num_steps: int = 2000, guide: str = "lowrank",
-    progress_bar: bool = True, posterior_predictive: bool = True,
-    n_replicates: int = 100,
+    method: str = "nuts", num_warmup: int = 500, num_samples: int = 500,
+    num_chains: int = 4, progress_bar: bool = True,
+    posterior_predictive: bool = True, n_replicates: int = 100,
 ) -> InverseGPFit:
     """Posterior of the forward GP (F) of :mod:`bayeskde.models.inverse_gp`.
 
@@ -208,48 +106,21 @@ def fit_inverse_gp(
             :class:`~bayeskde.learn.quadrature.QuadratureReport`). Use the
             quadrature when pairs of different amplitudes share the mass
             (NUTS's chains then stay in one mode each: R-hat above 1.01).
-            ``"svi"``: a NumPyro autoguide (``guide``, default
-            AutoLowRankMultivariateNormal) fitted by ``num_steps`` of Adam
-            (:func:`bayeskde.infer.run_svi`), then ``num_chains`` x
-            ``num_samples`` draws of it; ``report`` an :class:`SVIReport`. A
-            Gaussian in (log a^2, log s^2): it agrees with NUTS where the
-            posterior of those is one mode (``bench/scale_bayes.py`` reports
-            the agreement) and misses the others where it is not.
-        approx: ``"auto"`` (exact spectra up to
-            :data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points,
-            low rank above or when ``rank`` is given), ``"exact"`` or
-            ``"lowrank"`` (:mod:`bayeskde.models.inverse_gp_lowrank`).
-        rank: the low-rank map's rank (HSGP functions or Nystroem centres);
-            ``None``: chosen from the data, doubled until the bound of
-            :class:`RankReport` at the pairs holding the mass is below
-            ``RANK_TOL`` nats (reported as ``fit.rank``).
-        features: ``"auto"``, ``"hsgp"`` or ``"nystroem"``.
         posterior_predictive: draw ``n_replicates`` replicates of X (evenly
             thinned draws) for the posterior predictive check.
 
     Raises:
         ValueError: bad data or sampler settings, before any sampling.
 
-    Cost: exact O(n_gamma D m^3) once; low rank O(m R^2) (HSGP) or
-    O(n_gamma m (D M)^2) (Nystroem) per rank tried, no m x m matrix; then
-    O(n_gamma D R) per gradient (NUTS, SVI) or per grid point (quadrature,
-    about 5,000 points), R <= m the kept spectrum.
+    Cost: O(n_gamma D m^3) once, then O(n_gamma D m d_x) per gradient (NUTS)
+    or per grid point (quadrature, about 5,000 points).
     """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method not in ("nuts", "quadrature"):
+        raise ValueError(f"method must be 'nuts' or 'quadrature', got {method!r}")
     t0 = time.perf_counter()
     prior = InverseGPPrior() if prior is None else prior
-    data, rank_report = _prepare(key, X, Y, prior, approx, rank, features,
-                                 progress_bar)
-    if method == "svi":
-        check_integer(num_samples, "num_samples", minimum=1)
-        check_integer(num_chains, "num_chains", minimum=1)
-        mcmc = None
-        samples, map_pair, map_params, report = _svi(
-            key, data, prior, guide, num_steps, num_chains, num_samples,
-            progress_bar)
-        lj = samples["pair_log_joint"]
-    elif method == "nuts":
+    data = prepare_inverse_gp_data(Y, X, prior)
+    if method == "nuts":
         mcmc = infer.run_nuts(
             key, inverse_gp_model, data, prior, num_warmup=num_warmup,
             num_samples=num_samples, num_chains=num_chains,
@@ -282,7 +153,7 @@ def fit_inverse_gp(
               "sample": np.arange(data.X.shape[0]),
               "input": np.arange(data.X.shape[1])}
     dims = {"pair_log_joint": ["gamma", "degree"], "x": ["sample", "input"]}
-    pp, cache = None, {}
+    pp = None
     if posterior_predictive:
         n_rep = check_integer(n_replicates, "n_replicates", minimum=1)
         size = lj.shape[0] * lj.shape[1]
@@ -291,14 +162,10 @@ def fit_inverse_gp(
         noi = jnp.asarray(samples["noise"].reshape(-1)[flat], data.X.dtype)
         plj = jnp.asarray(samples["pair_log_joint"].reshape(
             size, *lj.shape[-2:])[flat], data.X.dtype)
-        if data.lowrank is None:
-            keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
-            x_rep, _ = jax.lax.map(
-                lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
-                (keys, amp, noi, plj))
-        else:
-            x_rep, _ = lowrank_replicates(jax.random.fold_in(key, 1), data,
-                                          amp, noi, plj, cache)
+        keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
+        x_rep, _ = jax.lax.map(
+            lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
+            (keys, amp, noi, plj))
         pp = {"x": np.asarray(x_rep)[None]}
     idata = infer.to_inference_data(
         samples if mcmc is None else mcmc, coords=coords, dims=dims,
@@ -309,61 +176,20 @@ def fit_inverse_gp(
         report = infer.convergence_report(
             idata, var_names=["log_amplitude", "log_noise"], ess_min=400.0)
         pair_posterior = cond.mean(axis=(0, 1))
-    elif method == "svi":
-        pair_posterior = cond.mean(axis=(0, 1))
     else:
         report, pair_posterior = q.report, q.pair_posterior
     return InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
-                        prior, cache, "exact" if data.lowrank is None else
-                        "lowrank", rank_report)
-
-
-def _svi(key, data, prior, guide, num_steps, num_chains, num_samples,
-         progress_bar):
-    """method="svi": fit the guide, draw from it, lay the draws out as
-    NUTS's (chain, draw) samples; the MAP pair at the guide's median."""
-    res = infer.run_svi(key, inverse_gp_model, data, prior, guide=guide,
-                        num_steps=num_steps, progress_bar=progress_bar)
-    n = num_chains * num_samples
-    draws = res.guide.sample_posterior(jax.random.fold_in(key, 3), res.params,
-                                       sample_shape=(n,))
-    u = np.asarray(draws["log_amplitude"], np.float64)
-    v = np.asarray(draws["log_noise"], np.float64)
-    samples = _grid_samples(u, v, data, num_chains, num_samples)
-    med = res.guide.median(res.params)
-    mu, mv = float(med["log_amplitude"]), float(med["log_noise"])
-    dt = data.X.dtype
-    lj = np.asarray(pair_log_joint(data, jnp.exp(jnp.asarray(mu, dt)),
-                                   jnp.exp(jnp.asarray(mv, dt))))
-    map_pair = np.unravel_index(np.argmax(lj), lj.shape)
-    losses = np.asarray(res.losses, np.float64)
-    k = max(1, len(losses) // 10)
-    last, before = losses[-k:].mean(), losses[-2 * k:-k].mean() if len(
-        losses) >= 2 * k else losses[-k:].mean()
-    drift = abs(last - before) / max(abs(last), 1.0)
-    msgs = () if drift <= 1e-3 else (
-        f"SVI has not converged: its loss moved by {drift:.2g} (relative) over "
-        f"the last 10% of steps; raise num_steps",)
-    report = SVIReport(guide, int(num_steps), float(last), float(drift), msgs)
-    return samples, map_pair, {"amplitude": float(np.exp(mu)),
-                               "noise": float(np.exp(mv))}, report
+                        prior, {})
 
 
 def _quadrature_samples(q, data, num_chains, num_samples):
     """Quadrature draws laid out as NUTS's (chain, draw) samples."""
-    return _grid_samples(q.log_amplitude, q.log_noise, data, num_chains,
-                         num_samples)
-
-
-def _grid_samples(log_amplitude, log_noise, data, num_chains, num_samples):
-    """Independent draws of (u, v) laid out as NUTS's (chain, draw) samples,
-    with every pair's log joint at each."""
     dt = data.X.dtype
     lj = jax.lax.map(lambda a: pair_log_joint(data, jnp.exp(a[0]), jnp.exp(a[1])),
-                     (jnp.asarray(log_amplitude, dt), jnp.asarray(log_noise, dt)),
+                     (jnp.asarray(q.log_amplitude, dt), jnp.asarray(q.log_noise, dt)),
                      batch_size=256)
     shape = (num_chains, num_samples)
-    u, v = log_amplitude.reshape(shape), log_noise.reshape(shape)
+    u, v = q.log_amplitude.reshape(shape), q.log_noise.reshape(shape)
     return {"log_amplitude": u, "log_noise": v, "amplitude": np.exp(u),
             "noise": np.exp(v), "pair_log_joint": np.asarray(lj, np.float64)
             .reshape(*shape, *data.n_rest.shape)}
@@ -382,12 +208,6 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     outputs p(y) (``None``: data-driven; ``"uniform"``, ``"kde"``, a box
     ``(low, high)`` or a NumPyro distribution; see
     :func:`inverse_gp_predictive`). ``n_grid`` is per output dimension.
-    ``approx``, ``rank`` and ``features`` select the exact or low-rank
-    evidence (:func:`fit_inverse_gp`); the fitted ``fit_.approx`` and
-    ``fit_.rank`` say which was used. ``method`` defaults to the quadrature
-    posterior (independent draws): on the arm, (rate, degree) pairs of
-    different amplitudes share the mass and NUTS's chains each stay in one
-    (R-hat 1.54 with 4 chains of 500 + 500, ``bench/inverse_defaults.py``).
 
     Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
 
@@ -396,17 +216,13 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         reg.sample(X_new, 500, key=jax.random.key(1)).shape   # (n, 500, d_y)
     """
 
-    def __init__(self, prior=None, *, key=None, output_prior=None,
-                 method="quadrature", approx="auto", rank=None, features="auto",
+    def __init__(self, prior=None, *, key=None, output_prior=None, method="nuts",
                  num_warmup=500, num_samples=500, num_chains=4, mode="average",
                  n_draws=100, n_grid=None, noisy_inputs=True, progress_bar=False):
         self.prior = prior
         self.key = key
         self.output_prior = output_prior
         self.method = method
-        self.approx = approx
-        self.rank = rank
-        self.features = features
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -419,8 +235,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, Y):
         key = jax.random.key(0) if self.key is None else self.key
         self.fit_ = fit_inverse_gp(
-            key, X, Y, self.prior, method=self.method, approx=self.approx,
-            rank=self.rank, features=self.features, num_warmup=self.num_warmup,
+            key, X, Y, self.prior, method=self.method, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
             progress_bar=self.progress_bar)
         self.n_outputs_ = self.fit_.data.Y.shape[1]

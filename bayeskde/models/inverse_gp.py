@@ -67,10 +67,6 @@ from ..kernels import hsic_stacks, squared_distances
 __all__ = [
     "InverseGPPrior",
     "InverseGPData",
-    "APPROX",
-    "EXACT_MAX_M",
-    "default_rank",
-    "resolve_approx",
     "prepare_inverse_gp_data",
     "pair_log_evidence",
     "pair_log_joint",
@@ -120,10 +116,7 @@ class InverseGPData(NamedTuple):
     lambda_max: below it eigh returns rounding noise), with its pair index
     ``segment``; per pair, ``n_rest`` eigenvalues were below and taken as 0,
     with projections ``q_rest``. ``log_pair_prior`` ``(G, D)``; ``x_scale`` the
-    log variance of X the priors are centred on. ``lowrank``: ``None`` for the
-    exact spectra, else the
-    :class:`~bayeskde.models.inverse_gp_lowrank.LowRankBasis` whose feature
-    map gave them (the same fields, :mod:`.inverse_gp_lowrank`).
+    log variance of X the priors are centred on.
     """
 
     Y: Float[Array, "m d_y"]
@@ -138,7 +131,6 @@ class InverseGPData(NamedTuple):
     q_rest: Float[Array, "n_gamma n_deg"]
     log_pair_prior: Float[Array, "n_gamma n_deg"]
     x_scale: float
-    lowrank: object = None
 
 
 def _as_2d(a, name):
@@ -182,46 +174,21 @@ def _median_rate(D2):
     return 1.0 / float(np.median(pos)) if pos.size else 1.0
 
 
-#: Training sizes up to which ``approx="auto"`` keeps the exact spectra
-#: (measured crossover, ``bench/scale_bayes.py``).
-EXACT_MAX_M = 1000
-#: The approximations of :func:`prepare_inverse_gp_data`.
-APPROX = ("auto", "exact", "lowrank")
-
-
-def default_rank(m: int, d_y: int, features: str) -> int:
-    """The first rank ``approx="lowrank"`` tries: 128 HSGP functions (per
-    output dimension, 32^2 for two), or min(m, 256) Nystroem centres."""
-    if features == "hsgp":
-        return min(128 if d_y == 1 else 32**2, max(m, 4))
-    return min(m, 256)
-
-
-def resolve_approx(approx, m: int, rank=None) -> str:
-    """``"exact"`` or ``"lowrank"`` for ``approx`` at m training points:
-    ``"auto"`` is exact up to :data:`EXACT_MAX_M` points (unless a ``rank``
-    is given) and low rank above.
+def prepare_inverse_gp_data(
+    Y: Float[ArrayLike, "m_y ..."], X: Float[ArrayLike, "m_x ..."],
+    prior: InverseGPPrior | None = None,
+) -> InverseGPData:
+    """Validate the outputs ``Y`` (the GP's inputs) and inputs ``X`` (its
+    targets), and eigendecompose phi(K) at every grid rate and degree.
 
     Raises:
-        ValueError: ``approx`` not one of :data:`APPROX`.
+        ValueError: NaN/inf, mismatched rows, fewer than 3 points, constant X,
+            or bad prior fields.
+
+    Cost O(n_gamma D m^3) time, O(D m^2) working memory.
     """
-    if not isinstance(approx, str) or approx not in APPROX:
-        raise ValueError(f"approx must be one of {APPROX}, got {approx!r}")
-    if approx == "auto":
-        return "lowrank" if (m > EXACT_MAX_M or rank is not None) else "exact"
-    return approx
-
-
-def _check_rank(rank, m, approx):
-    if rank is None:
-        return None
-    if approx == "exact":
-        raise ValueError(f"rank is for approx='lowrank' (or 'auto'), got rank="
-                         f"{rank!r} with approx='exact'")
-    return check_integer(rank, "rank", minimum=1, maximum=m)
-
-
-def _check_data(Y, X):
+    prior = InverseGPPrior() if prior is None else prior
+    check_prior(prior)
     Y, X = _as_2d(Y, "Y"), _as_2d(X, "X")
     if Y.shape[0] != X.shape[0]:
         raise ValueError(f"X and Y must have the same number of rows, got "
@@ -230,117 +197,27 @@ def _check_data(Y, X):
         raise ValueError(f"need at least 3 training points, got {Y.shape[0]}")
     if not np.any(np.std(np.asarray(X), axis=0) > 0):
         raise ValueError("X is constant: the forward GP has nothing to explain")
-    return Y, X
-
-
-def _exact_spectra(Y64, X64, gammas, prior):
-    """Per pair, all m eigenvalues of phi(K) and squared projections."""
-    with jax.enable_x64(True):
-        D2 = squared_distances(jnp.asarray(Y64), jnp.asarray(Y64))
-        Xj = jnp.asarray(X64)
-        alpha, lam, proj = jax.lax.map(
-            lambda g: _spectra_one(D2, Xj @ Xj.T, Xj, g, prior.max_degree),
-            jnp.asarray(gammas))
-        alpha, lam, proj = (np.asarray(a) for a in (alpha, lam, proj))
-    m = Y64.shape[0]
-    lam = lam.reshape(-1, m)  # (G D, m)
-    q = np.sum(proj**2, axis=-1).reshape(lam.shape)
-    kept = lam > m * np.finfo(lam.dtype).eps * lam.max(axis=1, keepdims=True)
-    return alpha, lam, q, kept, np.where(kept, 0.0, q).sum(axis=1)
-
-
-def _lowrank_spectra(key, Y64, X64, gammas, prior, rank, features, progress_bar):
-    """The same fields from a feature map (:mod:`.inverse_gp_lowrank`):
-    eigenvalues of Phi^T Phi, n_rest = m - kept, q_rest = ||X||^2 - sum q."""
-    from . import inverse_gp_lowrank as lr
-
-    m, d_y = Y64.shape
-    basis = lr.lowrank_statistics(key, Y64, X64, gammas, prior.max_degree, rank,
-                                  features, progress_bar=progress_bar)
-    with jax.enable_x64(True):
-        C = jnp.asarray(lr.lowrank_hsic(basis, gammas, prior.max_degree))
-        alpha = np.asarray(jax.vmap(lambda c: _alpha(c, prior.max_degree))(C))
-    spectra, resid = lr.lowrank_pair_spectra(basis, alpha, gammas,
-                                             progress_bar=progress_bar)
-    basis.trace_residual = resid
-    R = max(len(a) for a, _ in spectra)
-    lam = np.zeros((len(spectra), R))
-    q = np.zeros_like(lam)
-    for i, (lp, qp) in enumerate(spectra):
-        lam[i, :len(lp)], q[i, :len(lp)] = lp, qp
-    kept = np.zeros(lam.shape, bool)
-    for i, (lp, _) in enumerate(spectra):
-        kept[i, :len(lp)] = lr.kept_mask(lp, m)
-    q = np.where(kept, q, 0.0)
-    q_rest = np.maximum(basis.x_sq - q.sum(axis=1), 0.0)
-    return alpha, lam, q, kept, q_rest, basis
-
-
-def prepare_inverse_gp_data(
-    Y: Float[ArrayLike, "m_y ..."], X: Float[ArrayLike, "m_x ..."],
-    prior: InverseGPPrior | None = None, *, approx: str = "exact",
-    rank: int | None = None, features: str = "auto",
-    key: jax.Array | None = None, progress_bar: bool = False,
-) -> InverseGPData:
-    """Validate the outputs ``Y`` (the GP's inputs) and inputs ``X`` (its
-    targets), and compute the spectra of phi(K) at every grid rate and degree.
-
-    Args:
-        approx: ``"exact"`` (eigendecompose every m x m Gram), ``"lowrank"``
-            (a feature map of rank ``rank``, :mod:`.inverse_gp_lowrank`) or
-            ``"auto"`` (exact up to :data:`EXACT_MAX_M` points).
-        rank: HSGP basis functions or Nystroem centres, in [1, m] (default
-            :func:`default_rank`).
-        features: ``"auto"``, ``"hsgp"`` (d_y <= 2) or ``"nystroem"``.
-        key: PRNG key of the Nystroem centres (default ``key(0)``).
-        progress_bar: tqdm bars over the data pass and the pairs.
-
-    Raises:
-        ValueError: NaN/inf, mismatched rows, fewer than 3 points, constant X,
-            bad prior fields, bad ``approx``, ``rank`` or ``features``.
-
-    Cost: exact O(n_gamma D m^3) time, O(D m^2) working memory; low rank
-    O(m R^2) (hsgp) or O(n_gamma m (D M)^2) (nystroem) plus O(n_gamma D R^3),
-    O(n_gamma (D M)^2 + block R) memory, no m x m matrix.
-    """
-    prior = InverseGPPrior() if prior is None else prior
-    check_prior(prior)
-    Y, X = _check_data(Y, X)
-    m, d_y = Y.shape
-    approx = resolve_approx(approx, m, rank)
-    rank = _check_rank(rank, m, approx)
-    if approx == "lowrank":
-        from .inverse_gp_lowrank import FEATURES, default_features
-
-        if not isinstance(features, str) or features not in FEATURES:
-            raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
-        features = default_features(d_y) if features == "auto" else features
-        if features == "hsgp" and d_y > 2:
-            raise ValueError(f"features='hsgp' serves outputs of dimension <= 2, "
-                             f"got {d_y}; use features='nystroem'")
-        rank = default_rank(m, d_y, features) if rank is None else rank
     x_mean = jnp.mean(X, axis=0)
     Xc = X - x_mean[None, :]
     # The spectra in float64 whatever the working precision: the evidence needs
     # eigenvalues down to the noise level s^2 / a^2 (1e-4 on the arm), far below
     # float32's resolution m eps lambda_max (1e-2 there), and float32 spectra
     # moved the arm's posterior to another kernel.
-    Y64 = np.asarray(Y, np.float64)
-    X64 = np.asarray(Xc, np.float64)
-    # The median heuristic on all pairs up to 2000 points, on 2000 evenly
-    # spaced rows above (an m x m distance matrix is what low rank avoids).
-    sub = Y64[np.unique(np.linspace(0, m - 1, min(m, 2000)).round().astype(int))]
     with jax.enable_x64(True):
-        D2s = np.asarray(squared_distances(jnp.asarray(sub), jnp.asarray(sub)))
-    gammas = _median_rate(D2s) * np.geomspace(prior.gamma_low, prior.gamma_high,
-                                              prior.n_gamma)
-    basis = None
-    if approx == "exact":
-        alpha, lam, q, kept, q_rest = _exact_spectra(Y64, X64, gammas, prior)
-    else:
-        key = jax.random.key(0) if key is None else key
-        alpha, lam, q, kept, q_rest, basis = _lowrank_spectra(
-            key, Y64, X64, gammas, prior, rank, features, progress_bar)
+        Y64 = jnp.asarray(np.asarray(Y, np.float64))
+        X64 = jnp.asarray(np.asarray(Xc, np.float64))
+        D2 = squared_distances(Y64, Y64)
+        gammas = jnp.asarray(_median_rate(D2) * np.geomspace(
+            prior.gamma_low, prior.gamma_high, prior.n_gamma))
+        alpha, lam, proj = jax.lax.map(
+            lambda g: _spectra_one(D2, X64 @ X64.T, X64, g, prior.max_degree),
+            gammas)
+        alpha, lam, proj = (np.asarray(a) for a in (alpha, lam, proj))
+        gammas = np.asarray(gammas)
+    lam = lam.reshape(-1, Y.shape[0])  # (G D, m)
+    q = np.sum(proj**2, axis=-1).reshape(lam.shape)
+    kept = lam > Y.shape[0] * np.finfo(lam.dtype).eps * lam.max(axis=1,
+                                                                 keepdims=True)
     seg = np.broadcast_to(np.arange(lam.shape[0])[:, None], lam.shape)[kept]
     shape = (prior.n_gamma, prior.max_degree)
     deg = jnp.arange(1, prior.max_degree + 1, dtype=X.dtype)
@@ -350,9 +227,9 @@ def prepare_inverse_gp_data(
         Y, Xc, x_mean, jnp.asarray(gammas, dt), jnp.asarray(alpha, dt),
         jnp.asarray(lam[kept], dt),
         jnp.asarray(q[kept], dt), jnp.asarray(seg),
-        jnp.asarray((m - kept.sum(axis=1)).reshape(shape), dt),
-        jnp.asarray(q_rest.reshape(shape), dt),
-        logits - logsumexp(logits), float(np.log(np.mean(X64**2))), basis)
+        jnp.asarray((~kept).sum(axis=1).reshape(shape), dt),
+        jnp.asarray(np.where(kept, 0.0, q).sum(axis=1).reshape(shape), dt),
+        logits - logsumexp(logits), float(np.log(np.mean(np.asarray(Xc) ** 2))))
 
 
 def check_prior(prior: InverseGPPrior) -> None:

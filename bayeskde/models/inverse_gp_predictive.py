@@ -39,11 +39,6 @@ from jaxtyping import Array, Float
 from .._typing import ArrayLike
 from ..kernels import squared_distances
 from .inverse_gp import InverseGPData, _as_2d, _rbf_powers
-from .inverse_gp_lowrank import (
-    InverseGPFeatureMixture,
-    feature_projections,
-    lowrank_pair_spectrum,
-)
 
 __all__ = [
     "InverseGPMixture",
@@ -79,40 +74,9 @@ class InverseGPMixture(NamedTuple):
     x_mean: Float[Array, " d_x"]
 
 
-# --- low-rank selection (bayeskde.models.inverse_gp_lowrank) ---------------
-# A low-rank fit (data.lowrank set) keeps its pairs' spectra in feature form:
-# U is replaced by the map from raw features to A = k(y)^T U, so that the
-# mixture is evaluated in O(R r) an output without the m training points.
-
-
-def _lowrank_pair_spectrum(data, g, d, cache):
-    """:func:`_pair_spectrum` of a low-rank fit: ``(lam, coef, proj)``."""
-    if cache is not None and (g, d) in cache:
-        return cache[(g, d)]
-    out = lowrank_pair_spectrum(data.lowrank, np.asarray(data.alpha, np.float64),
-                                np.asarray(data.gammas, np.float64), g, d)
-    if cache is not None:
-        cache[(g, d)] = out
-    return out
-
-
-def _feature_form(data, mix):
-    """The mixture of a low-rank fit as an :class:`InverseGPFeatureMixture`
-    (its ``Y`` the map's anchors: Nystroem centres or the HSGP box centre)."""
-    basis = data.lowrank
-    anchors = basis.centres if basis.kind == "nystroem" else basis.box_centre[None]
-    return InverseGPFeatureMixture(jnp.asarray(anchors, mix.U.dtype), *mix[1:],
-                                   basis)
-
-
-# --- end of the low-rank selection ------------------------------------------
-
-
 def _pair_spectrum(data, g, d, cache):
     """Kept eigenpairs of pair (g, d) and U^T X, float64, memoised in
     ``cache`` (a dict; the fit's, so repeated predictions pay once)."""
-    if getattr(data, "lowrank", None) is not None:
-        return _lowrank_pair_spectrum(data, g, d, cache)
     if cache is not None and (g, d) in cache:
         return cache[(g, d)]
     m = data.Y.shape[0]
@@ -185,30 +149,25 @@ def inverse_gp_mixture(
     D = data.alpha.shape[1]
     parts = [_pair_spectrum(data, int(p // D), int(p % D), cache) for p in pairs]
     r = max(len(a[0]) for a in parts)
-    P, d_x = len(pairs), data.X.shape[1]
-    U = np.zeros((P, *parts[0][1].shape[:-1], r))  # (P, m, r); low rank: coef
+    P, m, d_x = len(pairs), data.Y.shape[0], data.X.shape[1]
+    U = np.zeros((P, m, r))
     lam = np.zeros((P, r))
     proj = np.zeros((P, r, d_x))
     for i, (lp, Up, pp) in enumerate(parts):
         n = len(lp)
-        lam[i, :n], U[i, ..., :n], proj[i, :n] = lp, Up, pp
+        lam[i, :n], U[i, :, :n], proj[i, :n] = lp, Up, pp
     alpha = np.asarray(data.alpha).reshape(-1, D)[pairs]
     gamma = np.asarray(data.gammas)[pairs // D]
     dt = data.X.dtype
-    mix = InverseGPMixture(
+    return InverseGPMixture(
         data.Y, jnp.asarray(U, dt), jnp.asarray(lam, dt), jnp.asarray(proj, dt),
         jnp.asarray(alpha, dt), jnp.asarray(gamma, dt), jnp.asarray(comp_pair),
         jnp.asarray(amplitude[draw], dt), jnp.asarray(noise[draw], dt),
         jnp.asarray(np.log(weight), dt), data.x_mean)
-    if getattr(data, "lowrank", None) is not None:
-        return _feature_form(data, mix)
-    return mix
 
 
 def _projections(mix, outputs):
     """A = k(y)^T U of every pair at ``outputs``: (P, n_c, r)."""
-    if isinstance(mix, InverseGPFeatureMixture):
-        return feature_projections(mix, outputs)
     d2 = squared_distances(outputs, mix.Y)  # (n_c, m)
     D = mix.alpha.shape[1]
 
