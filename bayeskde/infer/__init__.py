@@ -1,6 +1,7 @@
 """Inference runners and every ArviZ call of the package.
 
-- :mod:`.diagnostics`: multi-chain NUTS, SVI, inference data (ArviZ 0.23
+- :mod:`.samplers`: multi-chain NUTS and SVI (NumPyro), failed-chain screen;
+- :mod:`.diagnostics`: inference data (ArviZ 0.23
   InferenceData or ArviZ 1.x DataTree), convergence reports, LOO, plots, PSIS
   weights (the one module that calls ArviZ);
 - :mod:`.sbc`: simulation-based calibration (Talts et al. 2018).
@@ -8,11 +9,9 @@
 
 from .diagnostics import ARVIZ_MAJOR as ARVIZ_MAJOR
 from .diagnostics import ConvergenceReport as ConvergenceReport
-from .diagnostics import SVIFit as SVIFit
 from .diagnostics import check_convergence as check_convergence
 from .diagnostics import compare_models as compare_models
 from .diagnostics import convergence_report as convergence_report
-from .diagnostics import drop_failed_chains as drop_failed_chains
 from .diagnostics import group_names as group_names
 from .diagnostics import load_inference_data as load_inference_data
 from .diagnostics import plot_pit as plot_pit
@@ -21,11 +20,13 @@ from .diagnostics import plot_ppc as plot_ppc
 from .diagnostics import plot_rank as plot_rank
 from .diagnostics import plot_trace as plot_trace
 from .diagnostics import psis_log_weights as psis_log_weights
-from .diagnostics import run_nuts as run_nuts
-from .diagnostics import run_svi as run_svi
 from .diagnostics import save_inference_data as save_inference_data
 from .diagnostics import summary as summary
 from .diagnostics import to_inference_data as to_inference_data
+from .samplers import SVIFit as SVIFit
+from .samplers import drop_failed_chains as drop_failed_chains
+from .samplers import run_nuts as run_nuts
+from .samplers import run_svi as run_svi
 from .sbc import SBCECDFBand as SBCECDFBand
 from .sbc import SBCResult as SBCResult
 from .sbc import replicated_nuts as replicated_nuts
