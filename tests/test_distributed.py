@@ -82,7 +82,7 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {root!r})
     from tests.test_distributed import _compute
-    from bayeskde.infer.diagnostics import _chain_method
+    from bayeskde.infer.samplers import _chain_method
     out = _compute()
     out["chain_method"] = _chain_method(4)
     np.savez(sys.argv[1], **out)

@@ -53,9 +53,11 @@ def test_fit_rbf_matches_numpy(rng, kl):
                                2e-2 * np.abs(inv_top).max())
 
 
-def test_fit_rbf_jitter_fallback():
+def test_fit_rbf_jitter_fallback(monkeypatch):
     # Identical inputs: K is the all-ones matrix, so K + 1e-30 I is singular in
-    # either precision and the factor needs the jitter policy's shift.
+    # either precision and the factor needs the jitter policy's shift. The notice
+    # is once per process, so another test in this worker may have used it up.
+    monkeypatch.setattr("bayeskde._validation._WARNED", set())
     X = jnp.zeros((40, 1))
     Y = jnp.linspace(0.0, 1.0, 40)[:, None]
     with warnings.catch_warnings(record=True) as caught:
