@@ -3,6 +3,8 @@
 - :mod:`.generators`: strings (Weston et al. 2002, section 4.1), digit halves,
   the S-shape and the arm pose inverse problems;
 - :mod:`.sequences`: HMM sequence classes, exon/intron DNA, the ``.ts`` reader.
+- :mod:`.sbi`: three simulation-based-inference tasks of sbibm (two moons, a
+  Gaussian mixture, Gaussian linear uniform) with their reference posteriors.
 """
 
 from .generators import ARM_JOINT_LIMITS as ARM_JOINT_LIMITS
@@ -22,6 +24,16 @@ from .generators import load_digits_halves as load_digits_halves
 from .generators import make_arm_pose as make_arm_pose
 from .generators import make_sshape as make_sshape
 from .generators import make_string_pairs as make_string_pairs
+from .sbi import SBI_TASKS as SBI_TASKS
+from .sbi import SBIBM_VERSION as SBIBM_VERSION
+from .sbi import SBIPairs as SBIPairs
+from .sbi import SBITask as SBITask
+from .sbi import gaussian_linear_uniform as gaussian_linear_uniform
+from .sbi import gaussian_mixture as gaussian_mixture
+from .sbi import make_sbi_pairs as make_sbi_pairs
+from .sbi import reference_posterior as reference_posterior
+from .sbi import sbi_task as sbi_task
+from .sbi import two_moons as two_moons
 from .sequences import DNA_ALPHABET as DNA_ALPHABET
 from .sequences import SequenceDataset as SequenceDataset
 from .sequences import TsDataset as TsDataset
@@ -59,4 +71,14 @@ __all__ = [
     "read_ts",
     "DNA_ALPHABET",
     "load_ucr",
+    "SBI_TASKS",
+    "SBIBM_VERSION",
+    "SBITask",
+    "SBIPairs",
+    "two_moons",
+    "gaussian_mixture",
+    "gaussian_linear_uniform",
+    "sbi_task",
+    "make_sbi_pairs",
+    "reference_posterior",
 ]
