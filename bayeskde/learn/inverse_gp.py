@@ -35,14 +35,15 @@ from ..models.inverse_gp import (
     inverse_gp_model,
     inverse_gp_replicate,
     pair_log_joint,
-    prepare_inverse_gp_data,
 )
+from ..models.inverse_gp_lowrank import lowrank_replicates
 from ..tgp.modes import Modes
 from .inverse_predictive import (
     InverseGPPredictive,
     inverse_gp_predictive,
     inverse_gp_sample,
 )
+from .inverse_rank import RankReport, prepare_for_fit
 from .quadrature import quadrature_posterior
 
 __all__ = [
@@ -72,6 +73,9 @@ class InverseGPFit(NamedTuple):
         data, prior: what the model saw.
         cache: the predictive's memo of the pairs' eigendecompositions (filled
             by :func:`inverse_gp_predictive`).
+        approx: ``"exact"`` or ``"lowrank"`` (what ``approx="auto"`` chose).
+        rank: the low-rank evidence's
+            :class:`~bayeskde.learn.inverse_rank.RankReport` (``None`` exact).
     """
 
     idata: object
@@ -82,11 +86,14 @@ class InverseGPFit(NamedTuple):
     data: InverseGPData
     prior: InverseGPPrior
     cache: dict | None = None
+    approx: str = "exact"
+    rank: RankReport | None = None
 
 
 def fit_inverse_gp(
     key: jax.Array, X, Y, prior: InverseGPPrior | None = None, *,
-    method: str = "nuts", num_warmup: int = 500, num_samples: int = 500,
+    method: str = "nuts", approx="auto", rank=None,
+    num_warmup: int = 500, num_samples: int = 500,
     num_chains: int = 4, progress_bar: bool = True,
     posterior_predictive: bool = True, n_replicates: int = 100,
 ) -> InverseGPFit:
@@ -106,20 +113,33 @@ def fit_inverse_gp(
             :class:`~bayeskde.learn.quadrature.QuadratureReport`). Use the
             quadrature when pairs of different amplitudes share the mass
             (NUTS's chains then stay in one mode each: R-hat above 1.01).
+        approx: ``"auto"`` (exact spectra up to
+            :data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points, low
+            rank above or when ``rank`` is given), ``"exact"`` or ``"lowrank"``
+            (:mod:`bayeskde.models.inverse_gp_lowrank`: HSGP features for one
+            output, Nystroem above; Woodbury and the determinant lemma, no
+            m x m matrix). ``fit.approx`` says which ran.
+        rank: the low-rank map's rank (HSGP functions or Nystroem centres,
+            >= 1); ``None``: chosen from the data
+            (:func:`bayeskde.learn.inverse_rank.prepare_for_fit`), reported
+            as ``fit.rank``.
         posterior_predictive: draw ``n_replicates`` replicates of X (evenly
             thinned draws) for the posterior predictive check.
 
     Raises:
         ValueError: bad data or sampler settings, before any sampling.
 
-    Cost: O(n_gamma D m^3) once, then O(n_gamma D m d_x) per gradient (NUTS)
-    or per grid point (quadrature, about 5,000 points).
+    Cost: exact O(n_gamma D m^3) once; low rank O(m R^2) (HSGP) or
+    O(n_gamma m (D M)^2) (Nystroem) per rank tried, no m x m matrix; then
+    O(n_gamma D r) per gradient (NUTS) or per grid point (quadrature, about
+    5,000 points), r <= m the kept spectrum a pair.
     """
     if method not in ("nuts", "quadrature"):
         raise ValueError(f"method must be 'nuts' or 'quadrature', got {method!r}")
     t0 = time.perf_counter()
     prior = InverseGPPrior() if prior is None else prior
-    data = prepare_inverse_gp_data(Y, X, prior)
+    data, rank_report = prepare_for_fit(key, X, Y, prior, approx, rank,
+                                        progress_bar)
     if method == "nuts":
         mcmc = infer.run_nuts(
             key, inverse_gp_model, data, prior, num_warmup=num_warmup,
@@ -153,7 +173,7 @@ def fit_inverse_gp(
               "sample": np.arange(data.X.shape[0]),
               "input": np.arange(data.X.shape[1])}
     dims = {"pair_log_joint": ["gamma", "degree"], "x": ["sample", "input"]}
-    pp = None
+    pp, cache = None, {}
     if posterior_predictive:
         n_rep = check_integer(n_replicates, "n_replicates", minimum=1)
         size = lj.shape[0] * lj.shape[1]
@@ -162,10 +182,14 @@ def fit_inverse_gp(
         noi = jnp.asarray(samples["noise"].reshape(-1)[flat], data.X.dtype)
         plj = jnp.asarray(samples["pair_log_joint"].reshape(
             size, *lj.shape[-2:])[flat], data.X.dtype)
-        keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
-        x_rep, _ = jax.lax.map(
-            lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
-            (keys, amp, noi, plj))
+        if data.lowrank is None:
+            keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
+            x_rep, _ = jax.lax.map(
+                lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
+                (keys, amp, noi, plj))
+        else:
+            x_rep, _ = lowrank_replicates(jax.random.fold_in(key, 1), data, amp,
+                                          noi, plj, cache)
         pp = {"x": np.asarray(x_rep)[None]}
     idata = infer.to_inference_data(
         samples if mcmc is None else mcmc, coords=coords, dims=dims,
@@ -179,7 +203,8 @@ def fit_inverse_gp(
     else:
         report, pair_posterior = q.report, q.pair_posterior
     return InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
-                        prior, {})
+                        prior, cache, "exact" if data.lowrank is None else
+                        "lowrank", rank_report)
 
 
 def _quadrature_samples(q, data, num_chains, num_samples):
@@ -208,6 +233,8 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     outputs p(y) (``None``: data-driven; ``"uniform"``, ``"kde"``, a box
     ``(low, high)`` or a NumPyro distribution; see
     :func:`inverse_gp_predictive`). ``n_grid`` is per output dimension.
+    ``approx`` and ``rank`` select the exact or low-rank evidence
+    (:func:`fit_inverse_gp`); ``fit_.approx`` and ``fit_.rank`` say which ran.
 
     Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
 
@@ -217,12 +244,15 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, prior=None, *, key=None, output_prior=None, method="nuts",
-                 num_warmup=500, num_samples=500, num_chains=4, mode="average",
-                 n_draws=100, n_grid=None, noisy_inputs=True, progress_bar=False):
+                 approx="auto", rank=None, num_warmup=500, num_samples=500,
+                 num_chains=4, mode="average", n_draws=100, n_grid=None,
+                 noisy_inputs=True, progress_bar=False):
         self.prior = prior
         self.key = key
         self.output_prior = output_prior
         self.method = method
+        self.approx = approx
+        self.rank = rank
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -235,7 +265,8 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, Y):
         key = jax.random.key(0) if self.key is None else self.key
         self.fit_ = fit_inverse_gp(
-            key, X, Y, self.prior, method=self.method, num_warmup=self.num_warmup,
+            key, X, Y, self.prior, method=self.method, approx=self.approx,
+            rank=self.rank, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
             progress_bar=self.progress_bar)
         self.n_outputs_ = self.fit_.data.Y.shape[1]

@@ -55,7 +55,8 @@ from jax.scipy.stats import norm
 from .._validation import check_integer, check_positive
 from ..models.inverse_gp import InverseGPData, InverseGPPrior, pair_log_joint
 
-__all__ = ["QuadratureReport", "QuadraturePosterior", "quadrature_posterior"]
+__all__ = ["QuadratureReport", "QuadraturePosterior", "quadrature_posterior",
+           "pair_modes"]
 
 _STEPS = (1.0, 0.5, 0.25, 0.125, 1.0 / 16, 0.0)
 
@@ -242,3 +243,20 @@ def quadrature_posterior(
         uv[:, 0], uv[:, 1], pair, post.reshape(data.n_rest.shape), log_marginal, mode,
         int(np.argmax(peak)), QuadratureReport(n * n, change, edge_density,
                                                tuple(msgs)))
+
+
+def pair_modes(data: InverseGPData, prior: InverseGPPrior
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair's mode of the log joint J_p(u, v) (step 1 of
+    :func:`quadrature_posterior`: the coarse grid, then damped Newton).
+
+    Returns ``(u, v, J)``, each ``(n_gamma, D)``: log a^2, log s^2 and the log
+    joint at the mode. Cost about 3,500 evaluations of every pair's J."""
+    dt = data.X.dtype
+    loc = jnp.asarray([data.x_scale + prior.log_amplitude_loc,
+                       data.x_scale + prior.log_noise_loc], dt)
+    scale = jnp.asarray([prior.log_amplitude_scale, prior.log_noise_scale], dt)
+    u, v = _newton(data, loc, scale, *_coarse(data, loc, scale))
+    J = _joint(data, loc, scale, u, v)
+    return (np.asarray(u, np.float64), np.asarray(v, np.float64),
+            np.asarray(J, np.float64))

@@ -44,7 +44,10 @@ phi(K) is PSD). The amplitude a^2 and the noise s^2 are continuous
 Cost. :func:`prepare_inverse_gp_data` eigendecomposes every grid Gram once,
 O(n_gamma D m^3) time, O(n_gamma D m) memory kept; after that each density
 evaluation of the model is O(n_gamma D m) at most, all pairs for every draw
-(only the eigenvalues above working precision, typically a few percent).
+(only the eigenvalues above working precision, typically a few percent). With
+``approx="lowrank"`` (:mod:`.inverse_gp_lowrank`) the same spectra come from a
+feature map of rank R at O(m R^2) time, no m x m matrix, and the evaluations
+cost O(n_gamma D R).
 """
 
 from __future__ import annotations
@@ -61,12 +64,18 @@ from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import as_float_array, check_integer, check_positive
+from .._validation import as_float_array, check_integer, check_key, check_positive
 from ..kernels import hsic_stacks, squared_distances
+from . import inverse_gp_lowrank as _lowrank
+from ._inverse_gp_base import rbf_powers as _rbf_powers
 
 __all__ = [
     "InverseGPPrior",
     "InverseGPData",
+    "APPROX",
+    "EXACT_MAX_M",
+    "resolve_approx",
+    "check_lowrank_args",
     "prepare_inverse_gp_data",
     "pair_log_evidence",
     "pair_log_joint",
@@ -116,7 +125,10 @@ class InverseGPData(NamedTuple):
     lambda_max: below it eigh returns rounding noise), with its pair index
     ``segment``; per pair, ``n_rest`` eigenvalues were below and taken as 0,
     with projections ``q_rest``. ``log_pair_prior`` ``(G, D)``; ``x_scale`` the
-    log variance of X the priors are centred on.
+    log variance of X the priors are centred on. ``lowrank``: ``None`` for the
+    exact spectra, else the
+    :class:`~bayeskde.models.inverse_gp_lowrank.LowRankBasis` whose feature
+    map gave the same fields (:mod:`.inverse_gp_lowrank`).
     """
 
     Y: Float[Array, "m d_y"]
@@ -131,6 +143,7 @@ class InverseGPData(NamedTuple):
     q_rest: Float[Array, "n_gamma n_deg"]
     log_pair_prior: Float[Array, "n_gamma n_deg"]
     x_scale: float
+    lowrank: object = None
 
 
 def _as_2d(a, name):
@@ -148,12 +161,6 @@ def _alpha(C, degree):
     w = jnp.maximum(C, 0.0)[None, :] * mask
     tiny = jnp.finfo(C.dtype).tiny
     return w / jnp.maximum(jnp.sum(w, axis=1, keepdims=True), tiny)
-
-
-def _rbf_powers(D2, gamma, degree):
-    powers = jnp.arange(1, degree + 1, dtype=D2.dtype)
-    # exp(-gamma D)^i = exp(-i gamma D): the monomial basis of an RBF.
-    return jnp.exp(-gamma * powers[:, None, None] * D2[None])
 
 
 def _spectra_one(D2, L, X, gamma, degree):
@@ -174,18 +181,91 @@ def _median_rate(D2):
     return 1.0 / float(np.median(pos)) if pos.size else 1.0
 
 
+#: Training sizes up to which ``approx="auto"`` keeps the exact spectra: the
+#: measured crossover of fit time (``bench/scale_bayes.py``; module docstring
+#: of :mod:`.inverse_gp_lowrank`).
+EXACT_MAX_M = 1000
+#: The evidence approximations of :func:`prepare_inverse_gp_data`.
+APPROX = ("auto", "exact", "lowrank")
+#: The median-heuristic rate uses all pairs of up to this many evenly spaced
+#: rows (every row up to that size; an m x m distance matrix is what the
+#: low-rank path avoids).
+MEDIAN_ROWS = 2000
+
+
+def resolve_approx(approx, m: int, rank=None) -> str:
+    """``"exact"`` or ``"lowrank"`` for ``approx`` at m training points:
+    ``"auto"`` is exact up to :data:`EXACT_MAX_M` points unless a ``rank`` is
+    given, low rank otherwise.
+
+    Raises:
+        ValueError: ``approx`` not one of :data:`APPROX`.
+    """
+    if not isinstance(approx, str) or approx not in APPROX:
+        raise ValueError(f"approx must be one of {APPROX}, got {approx!r}")
+    if approx == "auto":
+        return "lowrank" if (m > EXACT_MAX_M or rank is not None) else "exact"
+    return approx
+
+
+def check_lowrank_args(approx, rank, features, m: int, d_y: int):
+    """Validate ``rank`` and ``features`` for the resolved ``approx``; returns
+    ``(rank, features)`` with the defaults filled in for the low-rank path.
+
+    Raises:
+        ValueError: a rank with ``approx="exact"``, a rank below 1 (or above m
+            for Nystroem), an unknown ``features`` or HSGP for d_y > 1.
+        TypeError: a rank that is not an integer.
+    """
+    if approx == "exact":
+        if rank is not None:
+            raise ValueError(f"rank is for approx='lowrank' or 'auto', got "
+                             f"rank={rank!r} with approx='exact'")
+        return None, None
+    if not isinstance(features, str) or features not in _lowrank.FEATURES:
+        raise ValueError(f"features must be one of {_lowrank.FEATURES}, got "
+                         f"{features!r}")
+    features = _lowrank.default_features(d_y) if features == "auto" else features
+    if features == "hsgp" and d_y != 1:
+        raise ValueError(f"features='hsgp' serves one output dimension, got "
+                         f"d_y = {d_y}; use features='nystroem'")
+    if rank is None:
+        return _lowrank.default_rank(m, features), features
+    rank = check_integer(rank, "rank", minimum=1,
+                         maximum=m if features == "nystroem" else None)
+    return rank, features
+
+
 def prepare_inverse_gp_data(
     Y: Float[ArrayLike, "m_y ..."], X: Float[ArrayLike, "m_x ..."],
-    prior: InverseGPPrior | None = None,
+    prior: InverseGPPrior | None = None, *, approx="auto", rank=None,
+    features="auto",
+    key: jax.Array | None = None, progress_bar: bool = False,
 ) -> InverseGPData:
     """Validate the outputs ``Y`` (the GP's inputs) and inputs ``X`` (its
-    targets), and eigendecompose phi(K) at every grid rate and degree.
+    targets), and compute the spectra of phi(K) at every grid rate and degree.
+
+    Args:
+        Y, X: ``(m, d_y)`` and ``(m, d_x)`` (1-D allowed).
+        prior: :class:`InverseGPPrior`.
+        approx: ``"exact"`` (eigendecompose every m x m Gram), ``"lowrank"``
+            (a feature map of rank ``rank``, :mod:`.inverse_gp_lowrank`: the
+            same fields by Woodbury and the determinant lemma) or ``"auto"``
+            (exact up to :data:`EXACT_MAX_M` points, :func:`resolve_approx`).
+        rank: HSGP basis functions (>= 1) or Nystroem centres (in [1, m]);
+            default :func:`~.inverse_gp_lowrank.default_rank` (the data-driven
+            choice is :func:`bayeskde.learn.fit_inverse_gp`'s).
+        features: ``"auto"``, ``"hsgp"`` (d_y = 1) or ``"nystroem"``.
+        key: PRNG key of the Nystroem centres (default ``key(0)``).
+        progress_bar: tqdm bars over the low-rank data pass and the pairs.
 
     Raises:
         ValueError: NaN/inf, mismatched rows, fewer than 3 points, constant X,
-            or bad prior fields.
+            bad prior fields, bad ``approx``, ``rank`` or ``features``.
 
-    Cost O(n_gamma D m^3) time, O(D m^2) working memory.
+    Cost: exact O(n_gamma D m^3) time, O(D m^2) working memory; low rank
+    O(m J^2) (hsgp) or O(n_gamma m (D M)^2) (nystroem) plus O(n_gamma D R^3),
+    O(n_gamma R^2 + 8192 R) memory, no m x m matrix.
     """
     prior = InverseGPPrior() if prior is None else prior
     check_prior(prior)
@@ -197,39 +277,61 @@ def prepare_inverse_gp_data(
         raise ValueError(f"need at least 3 training points, got {Y.shape[0]}")
     if not np.any(np.std(np.asarray(X), axis=0) > 0):
         raise ValueError("X is constant: the forward GP has nothing to explain")
+    m, D = Y.shape[0], prior.max_degree
+    approx = resolve_approx(approx, m, rank)
+    rank, features = check_lowrank_args(approx, rank, features, m, Y.shape[1])
     x_mean = jnp.mean(X, axis=0)
     Xc = X - x_mean[None, :]
     # The spectra in float64 whatever the working precision: the evidence needs
     # eigenvalues down to the noise level s^2 / a^2 (1e-4 on the arm), far below
     # float32's resolution m eps lambda_max (1e-2 there), and float32 spectra
     # moved the arm's posterior to another kernel.
+    Y64, X64 = np.asarray(Y, np.float64), np.asarray(Xc, np.float64)
+    sub = Y64[np.unique(np.linspace(0, m - 1, min(m, MEDIAN_ROWS)).round()
+                        .astype(int))]
     with jax.enable_x64(True):
-        Y64 = jnp.asarray(np.asarray(Y, np.float64))
-        X64 = jnp.asarray(np.asarray(Xc, np.float64))
-        D2 = squared_distances(Y64, Y64)
-        gammas = jnp.asarray(_median_rate(D2) * np.geomspace(
-            prior.gamma_low, prior.gamma_high, prior.n_gamma))
-        alpha, lam, proj = jax.lax.map(
-            lambda g: _spectra_one(D2, X64 @ X64.T, X64, g, prior.max_degree),
-            gammas)
-        alpha, lam, proj = (np.asarray(a) for a in (alpha, lam, proj))
-        gammas = np.asarray(gammas)
-    lam = lam.reshape(-1, Y.shape[0])  # (G D, m)
-    q = np.sum(proj**2, axis=-1).reshape(lam.shape)
-    kept = lam > Y.shape[0] * np.finfo(lam.dtype).eps * lam.max(axis=1,
-                                                                 keepdims=True)
-    seg = np.broadcast_to(np.arange(lam.shape[0])[:, None], lam.shape)[kept]
-    shape = (prior.n_gamma, prior.max_degree)
-    deg = jnp.arange(1, prior.max_degree + 1, dtype=X.dtype)
+        D2s = np.asarray(squared_distances(jnp.asarray(sub), jnp.asarray(sub)))
+    gammas = _median_rate(D2s) * np.geomspace(prior.gamma_low, prior.gamma_high,
+                                              prior.n_gamma)
+    basis = None
+    if approx == "exact":
+        with jax.enable_x64(True):
+            Yj, Xj = jnp.asarray(Y64), jnp.asarray(X64)
+            D2 = squared_distances(Yj, Yj)
+            alpha, lam, proj = jax.lax.map(
+                lambda g: _spectra_one(D2, Xj @ Xj.T, Xj, g, D), jnp.asarray(gammas))
+            alpha, lam, proj = (np.asarray(a) for a in (alpha, lam, proj))
+        lam = lam.reshape(-1, m)  # (G D, m)
+        q = np.sum(proj**2, axis=-1).reshape(lam.shape)
+        kept = lam > m * np.finfo(lam.dtype).eps * lam.max(axis=1, keepdims=True)
+        seg = np.broadcast_to(np.arange(lam.shape[0])[:, None], lam.shape)[kept]
+        q_rest = np.where(kept, 0.0, q).sum(axis=1)
+        lam, q, n_kept = lam[kept], q[kept], kept.sum(axis=1)
+    else:
+        key = jax.random.key(0) if key is None else check_key(key)
+        basis = _lowrank.lowrank_statistics(key, Y64, X64, gammas, D, rank,
+                                            features, progress_bar=progress_bar)
+        with jax.enable_x64(True):
+            alpha = np.asarray(jax.vmap(lambda c: _alpha(c, D))(
+                jnp.asarray(_lowrank.lowrank_hsic(basis, gammas, D))))
+        spectra = _lowrank.lowrank_pair_spectra(basis, alpha, gammas,
+                                                progress_bar=progress_bar)
+        n_kept = np.array([len(lp) for lp, _ in spectra])
+        seg = np.repeat(np.arange(len(spectra)), n_kept)
+        lam = np.concatenate([lp for lp, _ in spectra])
+        q = np.concatenate([qp for _, qp in spectra])
+        q_rest = np.maximum(basis.x_sq - np.bincount(seg, q, len(spectra)), 0.0)
+    shape = (prior.n_gamma, D)
+    deg = jnp.arange(1, D + 1, dtype=X.dtype)
     logits = jnp.broadcast_to(-prior.degree_decay * deg, shape)
     dt = X.dtype
     return InverseGPData(
         Y, Xc, x_mean, jnp.asarray(gammas, dt), jnp.asarray(alpha, dt),
-        jnp.asarray(lam[kept], dt),
-        jnp.asarray(q[kept], dt), jnp.asarray(seg),
-        jnp.asarray((~kept).sum(axis=1).reshape(shape), dt),
-        jnp.asarray(np.where(kept, 0.0, q).sum(axis=1).reshape(shape), dt),
-        logits - logsumexp(logits), float(np.log(np.mean(np.asarray(Xc) ** 2))))
+        jnp.asarray(lam, dt), jnp.asarray(q, dt), jnp.asarray(seg),
+        jnp.asarray((m - n_kept).reshape(shape), dt),
+        jnp.asarray(q_rest.reshape(shape), dt),
+        logits - logsumexp(logits), float(np.log(np.mean(np.asarray(Xc) ** 2))),
+        basis)
 
 
 def check_prior(prior: InverseGPPrior) -> None:

@@ -38,7 +38,9 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from ..kernels import squared_distances
-from .inverse_gp import InverseGPData, _as_2d, _rbf_powers
+from ._inverse_gp_base import rbf_powers as _rbf_powers
+from .inverse_gp import InverseGPData, _as_2d
+from .inverse_gp_lowrank import feature_projections, lowrank_pair_spectrum
 
 __all__ = [
     "InverseGPMixture",
@@ -59,10 +61,18 @@ class InverseGPMixture(NamedTuple):
     and ``gamma`` ``(P,)`` the pair's kernel. Per component (C of them):
     ``pair`` ``(C,)`` its pair, ``amplitude`` and ``noise`` ``(C,)`` its draw,
     ``log_w`` ``(C,)`` its log weight (logsumexp 0).
+
+    A low-rank fit (``data.lowrank`` set, :mod:`.inverse_gp_lowrank`) keeps
+    the same fields in feature form: ``U`` the pairs' maps from raw features
+    to A = k(y)^T U (``(P, J, r)`` HSGP, ``(P, D, M, r)`` Nystroem), ``Y`` the
+    map's anchors (the Nystroem centres; for HSGP the box centre ``(1, 1)``)
+    and ``basis`` the static
+    :class:`~bayeskde.models.inverse_gp_lowrank.LowRankBasis` (``None``
+    exact): evaluating it at an output costs O(P R r), independent of m.
     """
 
     Y: Float[Array, "m d_y"]
-    U: Float[Array, "n_pairs m r"]
+    U: Float[Array, "n_pairs ..."]
     lam: Float[Array, "n_pairs r"]
     proj: Float[Array, "n_pairs r d_x"]
     alpha: Float[Array, "n_pairs n_deg"]
@@ -72,13 +82,23 @@ class InverseGPMixture(NamedTuple):
     noise: Float[Array, " n_comp"]
     log_w: Float[Array, " n_comp"]
     x_mean: Float[Array, " d_x"]
+    basis: object = None
 
 
 def _pair_spectrum(data, g, d, cache):
     """Kept eigenpairs of pair (g, d) and U^T X, float64, memoised in
-    ``cache`` (a dict; the fit's, so repeated predictions pay once)."""
+    ``cache`` (a dict; the fit's, so repeated predictions pay once). A low-rank
+    fit gives them in feature form
+    (:func:`~.inverse_gp_lowrank.lowrank_pair_spectrum`: the map from raw
+    features to A in place of U)."""
     if cache is not None and (g, d) in cache:
         return cache[(g, d)]
+    if data.lowrank is not None:
+        out = lowrank_pair_spectrum(data.lowrank, np.asarray(data.alpha, np.float64),
+                                    np.asarray(data.gammas, np.float64), g, d)
+        if cache is not None:
+            cache[(g, d)] = out
+        return out
     m = data.Y.shape[0]
     Y = np.asarray(data.Y, np.float64)
     sq = np.sum(Y**2, axis=1)
@@ -149,25 +169,31 @@ def inverse_gp_mixture(
     D = data.alpha.shape[1]
     parts = [_pair_spectrum(data, int(p // D), int(p % D), cache) for p in pairs]
     r = max(len(a[0]) for a in parts)
-    P, m, d_x = len(pairs), data.Y.shape[0], data.X.shape[1]
-    U = np.zeros((P, m, r))
+    P, d_x = len(pairs), data.X.shape[1]
+    U = np.zeros((P, *parts[0][1].shape[:-1], r))  # (P, m, r); low rank: coef
     lam = np.zeros((P, r))
     proj = np.zeros((P, r, d_x))
     for i, (lp, Up, pp) in enumerate(parts):
         n = len(lp)
-        lam[i, :n], U[i, :, :n], proj[i, :n] = lp, Up, pp
+        lam[i, :n], U[i, ..., :n], proj[i, :n] = lp, Up, pp
     alpha = np.asarray(data.alpha).reshape(-1, D)[pairs]
     gamma = np.asarray(data.gammas)[pairs // D]
     dt = data.X.dtype
+    basis = data.lowrank
+    anchors = (data.Y if basis is None else basis.centres if basis.kind == "nystroem"
+               else np.full((1, data.Y.shape[1]), basis.box_centre))
     return InverseGPMixture(
-        data.Y, jnp.asarray(U, dt), jnp.asarray(lam, dt), jnp.asarray(proj, dt),
-        jnp.asarray(alpha, dt), jnp.asarray(gamma, dt), jnp.asarray(comp_pair),
+        jnp.asarray(anchors, dt), jnp.asarray(U, dt), jnp.asarray(lam, dt),
+        jnp.asarray(proj, dt), jnp.asarray(alpha, dt), jnp.asarray(gamma, dt),
+        jnp.asarray(comp_pair),
         jnp.asarray(amplitude[draw], dt), jnp.asarray(noise[draw], dt),
-        jnp.asarray(np.log(weight), dt), data.x_mean)
+        jnp.asarray(np.log(weight), dt), data.x_mean, basis)
 
 
 def _projections(mix, outputs):
     """A = k(y)^T U of every pair at ``outputs``: (P, n_c, r)."""
+    if mix.basis is not None:
+        return feature_projections(mix, outputs)
     d2 = squared_distances(outputs, mix.Y)  # (n_c, m)
     D = mix.alpha.shape[1]
 

@@ -1,0 +1,121 @@
+"""The inverse model's evidence approximation for a fit: exact or low rank,
+with the low-rank map's rank chosen from the data.
+
+:func:`prepare_for_fit` resolves ``approx`` (``"auto"``: exact up to
+:data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points) and, for the
+low-rank evidence (:mod:`bayeskde.models.inverse_gp_lowrank`) without a rank
+given, doubles the rank from
+:func:`~bayeskde.models.inverse_gp_lowrank.default_rank` until the evidence
+error indicator at the pairs that hold the posterior mass is below
+:data:`RANK_TOL` nats, or the rank reaches :data:`MAX_AUTO_RANK`. The
+indicator of a pair at its mode (a^2, s^2) is
+
+    (d_x / 2) (a^2 / s^2) |tr phi(K) - tr Phi Phi^T|,
+
+the first-order change of (d_x / 2) log det(a^2 K + s^2 I) when the kernel
+loses that much trace, an upper bound on the log-determinant error for
+Nystroem (its kernel is below the exact one, so every eigenvalue is), and for
+HSGP the same with the variance beyond the basis (the box's boundary bias is
+not in it). The pairs' modes and their masses come from step 1 of the
+quadrature (:func:`bayeskde.learn.quadrature.pair_modes`), at the current rank.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from ..models.inverse_gp import (
+    InverseGPData,
+    InverseGPPrior,
+    check_lowrank_args,
+    prepare_inverse_gp_data,
+    resolve_approx,
+)
+from .quadrature import pair_modes
+
+__all__ = ["MAX_AUTO_RANK", "RANK_TOL", "RankReport", "rank_error_bound",
+           "prepare_for_fit"]
+
+#: Largest rank the data-driven choice tries (HSGP functions / centres).
+MAX_AUTO_RANK = 1024
+#: Indicator (nats) below which the data-driven rank stops growing.
+RANK_TOL = 0.1
+
+
+class RankReport(NamedTuple):
+    """How the low-rank evidence's rank was chosen (:func:`prepare_for_fit`).
+
+    Attributes:
+        features: ``"hsgp"`` or ``"nystroem"``.
+        rank: the rank used (HSGP functions or Nystroem centres).
+        tried: every rank tried, in order.
+        error_bound: per rank tried, the largest indicator (module docstring)
+            over the pairs holding at least 1e-3 of the mass at their modes.
+        chosen_by: ``"data"`` or ``"user"``.
+        n_kept: the largest number of eigenvalues a pair kept (r <= rank).
+    """
+
+    features: str
+    rank: int
+    tried: tuple
+    error_bound: tuple
+    chosen_by: str
+    n_kept: int
+
+
+def rank_error_bound(data: InverseGPData, prior: InverseGPPrior) -> float:
+    """The largest evidence-error indicator of a low-rank ``data`` over the
+    pairs holding at least 1e-3 of the mass (module docstring). Cost: step 1
+    of the quadrature, about 3,500 evaluations of every pair's log joint."""
+    u, v, J = pair_modes(data, prior)
+    w = np.exp(J - J.max())
+    w /= w.sum()
+    bound = 0.5 * data.X.shape[1] * np.exp(u - v) * np.abs(
+        data.lowrank.trace_residual)
+    return float(np.max(np.where(w >= 1e-3, bound, 0.0)))
+
+
+def _report(data, tried, bounds, by):
+    counts = np.bincount(np.asarray(data.segment), minlength=data.n_rest.size)
+    return RankReport(data.lowrank.kind, data.lowrank.rank, tuple(tried),
+                      tuple(bounds), by, int(counts.max()))
+
+
+def prepare_for_fit(
+    key: jax.Array, X, Y, prior: InverseGPPrior, approx="auto", rank=None,
+    progress_bar: bool = False,
+) -> tuple[InverseGPData, RankReport | None]:
+    """The model's data for :func:`bayeskde.learn.fit_inverse_gp` and, for
+    the low-rank evidence, its :class:`RankReport` (``None`` exact).
+
+    Raises:
+        ValueError: bad ``approx`` or ``rank`` (or data, from
+            :func:`~bayeskde.models.prepare_inverse_gp_data`).
+        TypeError: a rank that is not an integer.
+
+    Cost: exact O(n_gamma D m^3); low rank that of
+    :func:`~bayeskde.models.prepare_inverse_gp_data` per rank tried (at most
+    log2(MAX_AUTO_RANK / 128) + 1 of them, the last dominating).
+    """
+    m = int(np.shape(Y)[0])
+    d_y = 1 if np.ndim(Y) == 1 else int(np.shape(Y)[1])
+    approx = resolve_approx(approx, m, rank)
+    r, features = check_lowrank_args(approx, rank, "auto", m, d_y)
+    if approx == "exact":
+        return prepare_inverse_gp_data(Y, X, prior, approx="exact"), None
+    k_c = jax.random.fold_in(key, 2)
+    cap = max(r, min(MAX_AUTO_RANK, m) if features == "nystroem" else MAX_AUTO_RANK)
+    tried, bounds = [], []
+    while True:
+        data = prepare_inverse_gp_data(Y, X, prior, approx="lowrank", rank=r,
+                                       features=features, key=k_c,
+                                       progress_bar=progress_bar)
+        tried.append(r)
+        bounds.append(rank_error_bound(data, prior))
+        if rank is not None or bounds[-1] <= RANK_TOL or r >= cap:
+            break
+        r = min(2 * r, cap)
+    return data, _report(data, tried, bounds, "user" if rank is not None else "data")

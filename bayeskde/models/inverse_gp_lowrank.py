@@ -1,0 +1,518 @@
+"""Low-rank evidence, predictive and replicates of the generative inverse model.
+
+The forward GP (F) of :mod:`bayeskde.models.inverse_gp` has the kernel
+phi(K) = sum_{i <= d} alpha_i K^(i), and the i-th Hadamard power of an RBF at
+rate gamma is the RBF at rate i gamma, so a feature map Phi (m x R) with
+Phi Phi^T ~ phi(K) is built from features of RBF kernels alone. With
+Phi^T Phi = V Lambda V^T (R x R) the nonzero eigenpairs of Phi Phi^T are
+(Lambda, U = Phi V Lambda^{-1/2}), never formed, and
+
+    log det(a^2 Phi Phi^T + s^2 I) = sum_j log(a^2 lambda_j + s^2)
+                                     + (m - r) log s^2,
+    X^T (a^2 Phi Phi^T + s^2 I)^{-1} X = sum_j q_j / (a^2 lambda_j + s^2)
+                                         + (||X||^2 - sum_j q_j) / s^2,
+
+with q_j = ||(U^T X)_j||^2 = ||V_j^T Phi^T X||^2 / lambda_j: the matrix
+determinant lemma and the Woodbury identity in the eigenbasis of the r x r
+capacitance matrix (Rasmussen and Williams 2006, eqs. (A.9), (A.10)). These
+are exactly the fields ``lam``, ``q``, ``n_rest = m - r`` and ``q_rest`` of
+:class:`~bayeskde.models.InverseGPData` that
+:func:`~bayeskde.models.pair_log_evidence` reads, so the evidence, NUTS and
+the quadrature are the same code as the exact path's, at O(m R^2) once
+instead of O(m^3) a pair and with no m x m matrix. The sufficient statistics
+Phi^T Phi and Phi^T X are float64 sums streamed over blocks of rows, whatever
+the working precision (as the exact spectra are float64). The transform
+weights alpha come from HSIC(K^(i), X_c X_c^T) = ||F_i^T X_c||_F^2 / (m - 1)^2
+for the features F_i of K^(i) (seed Theorem 4.1; a product of small matrices).
+
+The predictive needs A = k(y)^T U at an output y; with k(y, Y) = Phi phi(y),
+A = phi(y)^T V Lambda^{1/2}: O(R r) an output, without the training points.
+
+Feature maps (``features``; ``"auto"`` picks by the output dimension d_y):
+
+* ``"hsgp"`` (d_y = 1, the default there): the Hilbert-space basis of
+  Solin and Saerkkae (2020), as in ``numpyro.contrib.hsgp``: the Laplacian's
+  eigenfunctions psi_j(y) = L^{-1/2} sin(w_j (y - c + L)), w_j = pi j / (2L),
+  on a box [c - L, c + L] around the outputs, and
+  k(y, y') ~ sum_j S(w_j) psi_j(y) psi_j(y') with S the kernel's spectral
+  density; for phi(K), S = sum_i alpha_i S_{i gamma}, S_gamma(w) =
+  sqrt(pi / gamma) exp(-w^2 / (4 gamma)) (the Fourier transform of
+  exp(-gamma r^2)). The basis does not depend on the rate or degree: Psi^T Psi
+  and Psi^T X are one pass over the data for all n_gamma x D pairs, a pair's
+  features are Psi diag(sqrt(S)), and the functions whose weight is below
+  rounding (1e-16 of the largest) are dropped per pair, so a wide kernel's
+  eigenproblem is small. Chosen for one output because it is one data pass
+  for the whole grid (Nystroem needs one per rate, 24 times the work) and it
+  converges to the exact evidence as J grows (tested).
+* ``"nystroem"`` (any d_y; the default for d_y >= 2, where a tensor-product
+  basis needs J^d_y functions): M centres shared by every pair (k-means++
+  seeding, :func:`bayeskde.lowrank.select_centers`), the Nystroem map of each
+  power K^(i) (Williams and Seeger 2001), stacked with weights sqrt(alpha_i):
+  R = d M features. With all training points as centres it is the exact
+  kernel (tested). Its data pass is O(n_gamma m (D M)^2).
+
+Random Fourier features are not offered: the evidence needs the kernel's trace
+captured to well below s^2 / a^2 in absolute terms (the log determinant moves
+by up to (d_x / 2) (a^2 / s^2) tr(phi(K) - Phi Phi^T)), and a Monte Carlo
+map's error, O(R^{-1/2}) an entry, would need R in the millions for that.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._typing import ArrayLike
+from ..kernels import squared_distances
+from ..lowrank.features import select_centers
+from ._inverse_gp_base import rbf_powers
+
+__all__ = [
+    "FEATURES",
+    "LowRankBasis",
+    "default_features",
+    "default_rank",
+    "rbf_spectral_density",
+    "hsgp_eigenfunctions",
+    "lowrank_statistics",
+    "lowrank_hsic",
+    "lowrank_pair_spectra",
+    "lowrank_pair_spectrum",
+    "feature_projections",
+    "lowrank_replicates",
+]
+
+#: Feature maps of the low-rank evidence.
+FEATURES = ("auto", "hsgp", "nystroem")
+#: Rows per block of the data passes.
+BLOCK_ROWS = 8192
+#: Relative weight below which a pair drops an HSGP function (rounding).
+SPECTRAL_FLOOR = 1e-16
+#: Relative eigenvalue floor of K_ZZ in the Nystroem map.
+NYSTROEM_FLOOR = 1e-10
+
+
+@jax.tree_util.register_static
+class LowRankBasis:
+    """The feature map of a low-rank :class:`~bayeskde.models.InverseGPData`
+    and its float64 sufficient statistics.
+
+    A static pytree node (hashed by identity): it rides along with the data
+    and the predictive's mixture into compiled programs without being traced.
+
+    Attributes:
+        kind: ``"hsgp"`` or ``"nystroem"``.
+        rank: basis functions J (hsgp) or centres M (nystroem).
+        gram: ``(J, J)`` Psi^T Psi, or ``(n_gamma, D M, D M)`` the
+            normalised power features' (K^(i)(Y, Z) W_i) cross products per
+            rate.
+        cross: ``(J, d_x)`` or ``(n_gamma, D M, d_x)``: the same with X.
+        x_sq: ||X_c||_F^2; n: training points m.
+        centres, normalizer: ``(M, d_y)`` Nystroem centres and
+            ``(n_gamma, D, M, M)`` the map of each power.
+        box_centre, box_half: the HSGP box c, L.
+        trace_residual: ``(n_gamma, D)`` the kernel variance the map misses,
+            summed over the training points (set by
+            :func:`lowrank_pair_spectra`).
+    """
+
+    def __init__(self, kind, rank, gram, cross, x_sq, n, *, centres=None,
+                 normalizer=None, box_centre=None, box_half=None):
+        self.kind = kind
+        self.rank = int(rank)
+        self.gram = gram
+        self.cross = cross
+        self.x_sq = float(x_sq)
+        self.n = int(n)
+        self.centres = centres
+        self.normalizer = normalizer
+        self.box_centre = None if box_centre is None else float(box_centre)
+        self.box_half = None if box_half is None else float(box_half)
+        self.trace_residual = None
+
+    def __repr__(self):
+        return f"LowRankBasis(kind={self.kind!r}, rank={self.rank}, n={self.n})"
+
+
+def default_features(d_y: int) -> str:
+    """``"hsgp"`` for one output, ``"nystroem"`` above (module docstring)."""
+    return "hsgp" if d_y == 1 else "nystroem"
+
+
+def default_rank(m: int, features: str) -> int:
+    """The first rank the data-driven choice tries: 128 HSGP functions, or
+    min(m, 256) Nystroem centres."""
+    return 128 if features == "hsgp" else min(m, 256)
+
+
+def rbf_spectral_density(w, gamma):
+    """S_gamma(w) = sqrt(pi / gamma) exp(-w^2 / (4 gamma)), the 1-D Fourier
+    transform of exp(-gamma r^2) (Rasmussen and Williams 2006, eq. (4.21)
+    with l^2 = 1 / (2 gamma))."""
+    return np.sqrt(np.pi / gamma) * np.exp(-np.square(w) / (4.0 * gamma))
+
+
+def _frequencies(J, half):
+    return np.pi * np.arange(1, J + 1) / (2.0 * half)
+
+
+def hsgp_eigenfunctions(
+    y: Float[Array, " n"], centre: float, half: float, J: int,
+) -> Float[Array, "n J"]:
+    """psi_j(y) = L^{-1/2} sin(pi j (y - c + L) / (2 L)), j = 1..J: the
+    Dirichlet Laplacian's eigenfunctions on [c - L, c + L] (Solin and Saerkkae
+    2020, eq. (56); ``numpyro.contrib.hsgp.laplacian.eigenfunctions``)."""
+    w = jnp.asarray(_frequencies(J, half), y.dtype)
+    return jnp.sin((y[:, None] - centre + half) * w[None]) / math.sqrt(half)
+
+
+def _blocks(m):
+    b = min(BLOCK_ROWS, m)
+    return b, -(-m // b)
+
+
+def _padded(a, b, n_blocks):
+    pad = b * n_blocks - a.shape[0]
+    return np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) if pad else a
+
+
+def _stream(fn, Y, X, progress_bar, desc):
+    """Sum ``fn(Y_block, X_block, mask)`` over row blocks, in float64."""
+    m = Y.shape[0]
+    b, nb = _blocks(m)
+    Yp, Xp, mask = _padded(Y, b, nb), _padded(X, b, nb), _padded(np.ones(m), b, nb)
+    rows = range(nb)
+    if progress_bar and nb > 1:
+        from tqdm.auto import tqdm
+
+        rows = tqdm(rows, desc=desc, leave=False)
+    total = None
+    for i in rows:
+        sl = slice(i * b, (i + 1) * b)
+        out = fn(jnp.asarray(Yp[sl]), jnp.asarray(Xp[sl]), jnp.asarray(mask[sl]))
+        out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
+        total = out if total is None else jax.tree.map(np.add, total, out)
+    return total
+
+
+@partial(jax.jit, static_argnames=("centre", "half", "J"))
+def _hsgp_block(Yb, Xb, mask, centre, half, J):
+    Psi = hsgp_eigenfunctions(Yb[:, 0], centre, half, J) * mask[:, None]
+    return Psi.T @ Psi, Psi.T @ Xb
+
+
+@partial(jax.jit, static_argnames="D")
+def _nystroem_block(Yb, Xb, mask, Z, gammas, W, D):
+    d2 = squared_distances(Yb, Z)
+
+    def per_gamma(a):
+        g, Wg = a
+        # the normalised features K^(i)(Y, Z) W_i of every power, side by side:
+        # their cross products round at eps ||F||^2, where W^T (K^T K) W
+        # would round at eps s_max^2 / s for a kept eigenvalue s of K_ZZ.
+        F = jnp.einsum("ibm,imk->bik", rbf_powers(d2, g, D), Wg)
+        F = F.reshape(d2.shape[0], -1) * mask[:, None]
+        return F.T @ F, F.T @ Xb
+
+    return jax.lax.map(per_gamma, (gammas, W))
+
+
+def _floored_normalizer(Kcc):
+    """U S^{-1/2} of K_ZZ, directions below NYSTROEM_FLOOR s_max dropped (the
+    pseudo-inverse square root; the normalised features K_nZ W are formed
+    before their cross products, so a kept direction rounds at eps, and the
+    dropped ones carry below 1e-10 of the largest eigenvalue: measured at full
+    rank, m = 100, the evidence within 2e-8 of the exact)."""
+    s, U = jnp.linalg.eigh(Kcc)
+    thr = NYSTROEM_FLOOR * jnp.maximum(s[-1], 1e-30)
+    return U * jnp.where(s > thr, 1.0 / jnp.sqrt(jnp.maximum(s, thr)), 0.0)[None]
+
+
+@partial(jax.jit, static_argnames="D")
+def _normalizers(Z, gammas, D):
+    d2 = squared_distances(Z, Z)
+    return jax.lax.map(lambda g: jax.vmap(_floored_normalizer)(
+        rbf_powers(d2, g, D)), gammas)  # (G, D, M, M)
+
+
+def _hsgp_box(Y, gammas):
+    """Box centre c and half-width L = c' S around the outputs (half-range S):
+    c' = 3.2 l_max / S within [1.5, 4] keeps the boundary condition away from
+    the widest kernel, l_max = (2 gamma_min)^{-1/2} (Riutort-Mayol et al.
+    2023, Statistics and Computing 33:17, eq. (18))."""
+    lo, hi = float(Y.min()), float(Y.max())
+    S = max(0.5 * (hi - lo), 1e-12)
+    ell_max = 1.0 / math.sqrt(2.0 * float(np.min(gammas)))
+    return 0.5 * (lo + hi), float(np.clip(3.2 * ell_max / S, 1.5, 4.0)) * S
+
+
+def lowrank_statistics(
+    key: jax.Array, Y: np.ndarray, X: np.ndarray, gammas: np.ndarray,
+    max_degree: int, rank: int, features: str, *, progress_bar: bool = False,
+) -> LowRankBasis:
+    """One pass over the data: the feature map and its float64 sufficient
+    statistics (Phi^T Phi and Phi^T X; per rate for Nystroem).
+
+    Args:
+        key: PRNG key of the Nystroem centres (k-means++).
+        Y: ``(m, d_y)`` outputs, X ``(m, d_x)`` centred targets (float64).
+        gammas: the rate grid; max_degree: D.
+        rank: HSGP functions J or Nystroem centres M (<= m).
+        features: ``"hsgp"`` (d_y = 1) or ``"nystroem"``.
+
+    Cost: hsgp O(m J^2) time; nystroem O(n_gamma m (D M)^2) plus the
+    k-means++ seeding; O(BLOCK_ROWS R + n_gamma R^2) memory.
+    """
+    m = Y.shape[0]
+    with jax.enable_x64(True):
+        if features == "hsgp":
+            centre, half = _hsgp_box(Y, gammas)
+            gram, cross = _stream(
+                lambda y, x, w: _hsgp_block(y, x, w, centre, half, int(rank)),
+                Y, X, progress_bar, "HSGP statistics")
+            return LowRankBasis("hsgp", rank, gram, cross, np.sum(X**2), m,
+                                box_centre=centre, box_half=half)
+        if rank >= m:
+            Z = Y
+        else:
+            # Centres spread in the feature space of a mid-grid rate of the
+            # highest degree (space filling for the narrow kernels).
+            g_c = float(np.sqrt(gammas.min() * gammas.max()) * max_degree)
+            idx = select_centers(key, Y, rank, method="kmeans++", kernel="rbf",
+                                 params={"gamma": g_c})
+            Z = Y[np.asarray(idx)]
+        Zj, gj = jnp.asarray(Z), jnp.asarray(gammas)
+        W = np.asarray(_normalizers(Zj, gj, max_degree))
+        gram, cross = _stream(
+            lambda y, x, w: _nystroem_block(y, x, w, Zj, gj, jnp.asarray(W),
+                                            max_degree),
+            Y, X, progress_bar, "Nystroem statistics")
+    return LowRankBasis("nystroem", Z.shape[0], gram, cross, np.sum(X**2), m,
+                        centres=Z, normalizer=W)
+
+
+def _density(alpha, gamma, w):
+    """sum_i alpha_i S_{i gamma}(w): the spectral density of phi(K)."""
+    return sum(a * rbf_spectral_density(w, (i + 1) * gamma)
+               for i, a in enumerate(alpha) if a != 0.0)
+
+
+def lowrank_hsic(basis: LowRankBasis, gammas: np.ndarray, D: int) -> np.ndarray:
+    """``(n_gamma, D)`` HSIC(K^(i), X_c X_c^T) = ||F_i^T X_c||_F^2 / (m - 1)^2
+    from the statistics (the features F_i of K^(i)). Cost O(n_gamma D R^2)."""
+    if basis.kind == "hsgp":
+        w = _frequencies(basis.rank, basis.box_half)
+        cx = np.sum(basis.cross**2, axis=1)
+        C = np.array([[rbf_spectral_density(w, (i + 1) * g) @ cx
+                       for i in range(D)] for g in gammas])
+    else:
+        M = basis.centres.shape[0]
+        C = np.array([[np.sum(basis.cross[g][i * M:(i + 1) * M] ** 2)
+                       for i in range(D)] for g in range(len(gammas))])
+    return C / (basis.n - 1) ** 2
+
+
+def _pair_system(basis, alpha, gammas, g, d):
+    """(Gram, cross, map) of pair (g, d) in its own feature coordinates,
+    Gp = B^T Phi_raw^T Phi_raw B and c = B^T Phi_raw^T X, with B the pair's
+    weights on the raw features: HSGP diag sqrt(S) on the functions above
+    the floor (the map is their indices and weights); Nystroem sqrt(alpha_i)
+    on the normalised features of the degrees used."""
+    a = np.asarray(alpha[g, d], np.float64)
+    if basis.kind == "hsgp":
+        s = _density(a, float(gammas[g]), _frequencies(basis.rank, basis.box_half))
+        idx = np.flatnonzero(s > SPECTRAL_FLOOR * s.max())
+        sq = np.sqrt(s[idx])
+        G = sq[:, None] * basis.gram[np.ix_(idx, idx)] * sq[None]
+        return G, sq[:, None] * basis.cross[idx], (idx, sq)
+    M = basis.centres.shape[0]
+    use = [i for i in range(d + 1) if a[i] > 0]
+    rows = np.concatenate([np.arange(i * M, (i + 1) * M) for i in use])
+    sq = np.repeat(np.sqrt(a[use]), M)
+    G = sq[:, None] * basis.gram[g][np.ix_(rows, rows)] * sq[None]
+    return G, sq[:, None] * basis.cross[g][rows], (use, sq)
+
+
+def _kept(lam, m):
+    """The eigenvalues of an R x R Phi^T Phi the evidence keeps: above
+    max(m, R) eps lam_max (the exact path's m eps lam_max, or the R x R
+    problem's own rounding where larger), at most m of them."""
+    ok = lam > max(m, lam.shape[0]) * np.finfo(np.float64).eps * max(lam.max(), 0.0)
+    if ok.sum() > m:
+        ok &= lam >= np.sort(lam)[-m]
+    return ok
+
+
+def _hsgp_tail(basis, alpha, gammas):
+    """m times the variance of phi(K) beyond the J functions at a point,
+    sum_{j > J} S(w_j) times the functions' mean square 1 / (2 L), up to the
+    frequency where the narrowest kernel's density is below exp(-40). (The
+    box's boundary bias is not in it; more functions do not remove that.)"""
+    g_max = float(np.max(gammas)) * alpha.shape[-1]
+    j_max = int(np.ceil(math.sqrt(160.0 * g_max) * 2.0 * basis.box_half / np.pi))
+    w = _frequencies(max(j_max, basis.rank + 1), basis.box_half)[basis.rank:]
+    tail = np.array([[_density(alpha[g, d], float(gammas[g]), w).sum()
+                      for d in range(alpha.shape[1])] for g in range(len(gammas))])
+    return basis.n * tail / (2.0 * basis.box_half)
+
+
+def lowrank_pair_spectra(basis: LowRankBasis, alpha: np.ndarray,
+                         gammas: np.ndarray, *, progress_bar: bool = False):
+    """The kept eigenvalues and squared projections of every pair, a list of
+    ``(lam, q)`` float64 arrays (flat pair order g D + d), and sets
+    ``basis.trace_residual`` ``(n_gamma, D)``: m sum(alpha) - tr(Phi Phi^T)
+    for Nystroem (>= 0: its kernel is below the exact one), the variance
+    beyond the basis for HSGP (:func:`_hsgp_tail`).
+
+    Cost O(n_gamma D R_p^3) for each pair's R_p <= R features."""
+    G, D = alpha.shape[:2]
+    out, resid = [], np.zeros((G, D))
+    pairs = [(g, d) for g in range(G) for d in range(D)]
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        pairs = tqdm(pairs, desc="pair spectra", leave=False)
+    for g, d in pairs:
+        Gp, c, _ = _pair_system(basis, alpha, gammas, g, d)
+        lam, V = np.linalg.eigh(Gp)
+        ok = _kept(lam, basis.n)
+        lam, V = lam[ok], V[:, ok]
+        out.append((lam, np.sum((V.T @ c) ** 2, axis=1) / lam))
+        resid[g, d] = basis.n * alpha[g, d].sum() - np.trace(Gp)
+    basis.trace_residual = (_hsgp_tail(basis, alpha, gammas)
+                            if basis.kind == "hsgp" else resid)
+    return out
+
+
+def lowrank_pair_spectrum(basis: LowRankBasis, alpha: np.ndarray,
+                          gammas: np.ndarray, g: int, d: int):
+    """Kept spectrum of pair (g, d) for the predictive, float64:
+    ``(lam (r,), coef, proj (r, d_x))``, with ``coef`` the map from raw
+    features to A = k(y)^T U = phi(y)^T V Lambda^{1/2}: ``(J, r)`` for hsgp
+    (zero rows for the functions the pair drops), ``(D, M, r)`` for
+    nystroem; proj = U^T X = Lambda^{-1/2} V^T c. Cost O(R^3)."""
+    Gp, c, fmap = _pair_system(basis, alpha, gammas, g, d)
+    lam, V = np.linalg.eigh(Gp)
+    ok = _kept(lam, basis.n)
+    lam, V = lam[ok], V[:, ok]
+    proj = (V.T @ c) / np.sqrt(lam)[:, None]
+    VL = V * np.sqrt(lam)[None]
+    if basis.kind == "hsgp":
+        idx, sq = fmap
+        coef = np.zeros((basis.rank, len(lam)))
+        coef[idx] = sq[:, None] * VL
+        return lam, coef, proj
+    use, sq = fmap
+    M, D = basis.centres.shape[0], alpha.shape[1]
+    coef = np.zeros((D, M, len(lam)))
+    full = sq[:, None] * VL
+    for k, i in enumerate(use):
+        coef[i] = basis.normalizer[g, i] @ full[k * M:(k + 1) * M]
+    return lam, coef, proj
+
+
+def _raw_features(basis, Z, gamma, D, y):
+    """Raw features at outputs ``y`` (n, d_y): the HSGP functions (n, J) or
+    the Nystroem power kernels to the centres (D, n, M)."""
+    if basis.kind == "hsgp":
+        return hsgp_eigenfunctions(y[:, 0], basis.box_centre, basis.box_half,
+                                   basis.rank)
+    return rbf_powers(squared_distances(y, Z), gamma, D)
+
+
+def feature_projections(mix, outputs: Float[Array, "n_c d_y"]) -> Array:
+    """A = phi(y)^T V Lambda^{1/2} of every pair of a low-rank
+    :class:`~bayeskde.models.InverseGPMixture` at ``outputs``: ``(P, n_c, r)``,
+    the feature form of k(y)^T U. The HSGP functions are shared by the pairs
+    (computed once); the Nystroem power kernels depend on the pair's rate.
+    Cost O(n_c P R r), independent of m."""
+    basis = mix.basis
+    if basis.kind == "hsgp":
+        F = _raw_features(basis, None, None, None, outputs)
+        return jnp.einsum("nj,pjr->pnr", F, mix.U)
+    D = mix.alpha.shape[1]
+    return jax.lax.map(lambda a: jnp.einsum(
+        "inm,imr->nr", _raw_features(basis, mix.Y, a[0], D, outputs), a[1]),
+        (mix.gamma, mix.U))
+
+
+@partial(jax.jit, static_argnames=("basis", "D"))
+def _apply(basis, Z, gamma, D, coef, y):
+    F = _raw_features(basis, Z, gamma, D, y)
+    if basis.kind == "hsgp":
+        return F @ coef
+    return jnp.einsum("inm,imk->nk", F, coef)
+
+
+def _apply_rows(basis, Z, gamma, D, coef, Y):
+    """phi_raw(Y) @ coef over row blocks of the training outputs."""
+    m = Y.shape[0]
+    b, nb = _blocks(m)
+    Yp = _padded(np.asarray(Y), b, nb)
+    return np.concatenate([np.asarray(_apply(basis, Z, gamma, D, coef,
+                                             jnp.asarray(Yp[i * b:(i + 1) * b])))
+                           for i in range(nb)])[:m]
+
+
+def lowrank_replicates(
+    key: jax.Array, data, amplitude: Float[ArrayLike, " n_draws"],
+    noise: Float[ArrayLike, " n_draws"],
+    pair_log_joint: Float[ArrayLike, "n_draws ..."], cache: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior predictive replicates of X at the training outputs for a
+    low-rank :class:`~bayeskde.models.InverseGPData`, one per draw: the pair
+    from its conditional posterior, then f = U c with
+    c = (a^2 lam / v) U^T X + sqrt(a^2 lam s^2 / v) z (as
+    :func:`~bayeskde.models.inverse_gp_replicate`), formed as
+    f = phi_raw(Y) (coef Lambda^{-1} c) without U, plus noise.
+
+    Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
+    Cost O(m R n d_x) for n draws (Nystroem: per rate drawn)."""
+    basis = data.lowrank
+    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
+    noise = np.asarray(noise, np.float64).reshape(-1)
+    n = len(amplitude)
+    k_pair, k_f, k_e = jax.random.split(key, 3)
+    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64).reshape(n, -1))
+    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
+    alpha = np.asarray(data.alpha, np.float64)
+    gammas = np.asarray(data.gammas, np.float64)
+    D = alpha.shape[1]
+    m, d_x = data.X.shape
+    dt = data.X.dtype
+    R_shape = (basis.rank,) if basis.kind == "hsgp" else (D, basis.centres.shape[0])
+    coef_all = {}
+    for p in np.unique(pairs):
+        g, d = divmod(int(p), D)
+        if cache is not None and (g, d) in cache:
+            lam, coef, proj = cache[(g, d)]
+        else:
+            lam, coef, proj = lowrank_pair_spectrum(basis, alpha, gammas, g, d)
+            if cache is not None:
+                cache[(g, d)] = (lam, coef, proj)
+        idx = np.flatnonzero(pairs == p)
+        al = amplitude[idx, None] * lam[None]
+        v = al + noise[idx, None]
+        z = np.asarray(jax.random.normal(jax.random.fold_in(k_f, int(p)),
+                                         (len(idx), len(lam), d_x)), np.float64)
+        c = ((al / v)[..., None] * proj[None]
+             + np.sqrt(al * noise[idx, None] / v)[..., None] * z)
+        group = 0 if basis.kind == "hsgp" else g
+        acc = coef_all.setdefault(group, np.zeros((*R_shape, n, d_x)))
+        acc[..., idx, :] += np.einsum("...r,krx->...kx", coef / lam, c)
+    f = np.zeros((m, n, d_x))
+    anchors = jnp.asarray(basis.centres if basis.kind == "nystroem"
+                          else np.zeros((1, 1)), dt)
+    for g, C in coef_all.items():
+        f += _apply_rows(basis, anchors, jnp.asarray(gammas[g], dt), D,
+                         jnp.asarray(C.reshape(*R_shape, n * d_x), dt),
+                         np.asarray(data.Y, dt)).reshape(m, n, d_x)
+    eps = np.sqrt(noise)[:, None, None] * np.asarray(
+        jax.random.normal(k_e, (n, m, d_x)), np.float64)
+    x = np.transpose(f, (1, 0, 2)) + eps + np.asarray(data.x_mean, np.float64)
+    return x.astype(dt), pairs
