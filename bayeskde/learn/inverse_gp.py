@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
 from .. import infer
-from .._validation import check_integer
+from .._validation import as_float_array, check_integer
 from ..models.inverse_gp import (
     InverseGPData,
     InverseGPPrior,
@@ -114,8 +114,9 @@ def fit_inverse_gp(
             quadrature when pairs of different amplitudes share the mass
             (NUTS's chains then stay in one mode each: R-hat above 1.01).
         approx: ``"auto"`` (exact spectra up to
-            :data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points, low
-            rank above or when ``rank`` is given), ``"exact"`` or ``"lowrank"``
+            :data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points, 500
+            for one output and 2000 above, the measured crossovers; low rank
+            above or when ``rank`` is given), ``"exact"`` or ``"lowrank"``
             (:mod:`bayeskde.models.inverse_gp_lowrank`: HSGP features for one
             output, Nystroem above; Woodbury and the determinant lemma, no
             m x m matrix). ``fit.approx`` says which ran.
@@ -220,6 +221,31 @@ def _quadrature_samples(q, data, num_chains, num_samples):
             .reshape(*shape, *data.n_rest.shape)}
 
 
+def _estimator_X(X, what: str, n_features: int | None = None):
+    """scikit-learn's conventions for the estimator's ``X``: 2-D ``(n, d_x)``
+    (a 1-D array is refused with scikit-learn's wording, as its own
+    regressors do; the pure functions accept it as one feature), and at
+    predict time the number of features seen in fit."""
+    if X is None:
+        raise ValueError(f"InverseGPRegressor.{what}: X is None; expected an "
+                         "array of shape (n, d_x)")
+    shape = np.shape(X) if hasattr(X, "shape") else np.asarray(X).shape
+    ndim = len(shape)
+    if ndim != 2:
+        raise ValueError(
+            f"InverseGPRegressor.{what}: expected a 2-D X of shape (n, d_x), got "
+            f"{ndim} dimension(s). Reshape your data either using "
+            "array.reshape(-1, 1) if your data has a single feature or "
+            "array.reshape(1, -1) if it contains a single sample.")
+    if shape[1] == 0:
+        raise ValueError(f"InverseGPRegressor.{what}: found array with 0 feature(s) "
+                         f"(shape={shape}) while a minimum of 1 is required.")
+    if n_features is not None and shape[1] != n_features:
+        raise ValueError(f"X has {shape[1]} features, but InverseGPRegressor "
+                         f"is expecting {n_features} features as input.")
+    return as_float_array(X, "X")
+
+
 class InverseGPRegressor(RegressorMixin, BaseEstimator):
     """scikit-learn facade of the generative inverse model.
 
@@ -235,6 +261,13 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     :func:`inverse_gp_predictive`). ``n_grid`` is per output dimension.
     ``approx`` and ``rank`` select the exact or low-rank evidence
     (:func:`fit_inverse_gp`); ``fit_.approx`` and ``fit_.rank`` say which ran.
+    ``method`` defaults to ``"quadrature"``: the posterior over (log amplitude,
+    log noise) is two-dimensional per (rate, degree) pair, so adaptive
+    quadrature gives independent draws of it, where NUTS's chains stay in one
+    pair each when pairs of different amplitudes share the mass (R-hat 1.54 on
+    ``models/pose_tgp.py``'s arm); ``"nuts"`` is kept for its diagnostics.
+    ``X`` is 2-D ``(m, d_x)`` as in scikit-learn (``x[:, None]`` for one
+    feature); ``Y`` may be 1-D.
 
     Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
 
@@ -243,7 +276,8 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         reg.sample(X_new, 500, key=jax.random.key(1)).shape   # (n, 500, d_y)
     """
 
-    def __init__(self, prior=None, *, key=None, output_prior=None, method="nuts",
+    def __init__(self, prior=None, *, key=None, output_prior=None,
+                 method="quadrature",
                  approx="auto", rank=None, num_warmup=500, num_samples=500,
                  num_chains=4, mode="average", n_draws=100, n_grid=None,
                  noisy_inputs=True, progress_bar=False):
@@ -263,6 +297,11 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self.progress_bar = progress_bar
 
     def fit(self, X, Y):
+        if Y is None:
+            raise ValueError("InverseGPRegressor requires y to be passed, but the "
+                             "target y is None")
+        X = _estimator_X(X, "fit")
+        Y = as_float_array(Y, "Y")
         key = jax.random.key(0) if self.key is None else self.key
         self.fit_ = fit_inverse_gp(
             key, X, Y, self.prior, method=self.method, approx=self.approx,
@@ -273,12 +312,19 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self.n_features_in_ = self.fit_.data.X.shape[1]
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.target_tags.multi_output = True
+        return tags
+
     def _check_fitted(self):
         if not hasattr(self, "fit_"):
             raise NotFittedError("InverseGPRegressor is not fitted yet; call fit")
 
     def predict_distribution(self, X, k: int = 3) -> InverseGPPredictive:
         self._check_fitted()
+        X = _estimator_X(X, "predict", self.n_features_in_)
         return inverse_gp_predictive(
             self.fit_, X, mode=self.mode, n_draws=self.n_draws, n_grid=self.n_grid,
             k=k, output_prior=self.output_prior, noisy_inputs=self.noisy_inputs)
@@ -299,6 +345,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         """``(n_test, num_samples, d_y)`` draws of p(y* | x*, D)
         (:func:`inverse_gp_sample`); ``key`` defaults to ``key(1)``."""
         self._check_fitted()
+        X = _estimator_X(X, "sample", self.n_features_in_)
         key = jax.random.key(1) if key is None else key
         return inverse_gp_sample(
             key, self.fit_, X, num_samples, mode=self.mode, n_draws=self.n_draws,

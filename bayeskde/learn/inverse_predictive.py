@@ -364,10 +364,21 @@ def _refine_modes(mix, prior, X, modes, test_noise, radius):
     basin, which would merge two modes)."""
     n, k, d = modes.shape
     dt = mix.Y.dtype
-    y0 = jnp.asarray(modes.reshape(-1, d), dt)
-    xs = jnp.asarray(np.repeat(np.asarray(X), k, axis=0), dt)
-    new, e0, e1 = _refine_jit(mix, y0, xs, test_noise, prior.kind, prior.params)
-    new, e0, e1 = np.asarray(new, float), np.asarray(e0), np.asarray(e1)
+    y0 = np.asarray(modes.reshape(-1, d), dt)
+    xs = np.repeat(np.asarray(X, dt), k, axis=0)
+    # Blocks of one fixed size (the last padded by repeating its final row):
+    # one compiled program for every number of test points, and each row's
+    # result independent of the rows it is batched with.
+    n_rows, block = y0.shape[0], _REFINE_BLOCK
+    pad = -n_rows % block
+    y0p = np.concatenate([y0, np.repeat(y0[-1:], pad, axis=0)])
+    xsp = np.concatenate([xs, np.repeat(xs[-1:], pad, axis=0)])
+    parts = [_refine_jit(mix, jnp.asarray(y0p[i:i + block]),
+                         jnp.asarray(xsp[i:i + block]), test_noise, prior.kind,
+                         prior.params) for i in range(0, n_rows + pad, block)]
+    new, e0, e1 = (np.concatenate([np.asarray(p[j]) for p in parts])[:n_rows]
+                   for j in range(3))
+    new = new.astype(float)
     step = np.linalg.norm(new - np.asarray(y0, float), axis=1)
     better = (np.isfinite(e1) & (e1 < e0) & np.all(np.isfinite(new), axis=1)
               & (step <= radius))
@@ -390,6 +401,8 @@ def _refine_impl(mix, y0, xs, test_noise, kind, params):
 
 
 _refine_jit = jax.jit(_refine_impl, static_argnames=("kind",))
+#: Rows per refinement program (test points x modes, padded to a multiple).
+_REFINE_BLOCK = 32
 
 
 def inverse_gp_predictive(

@@ -181,10 +181,14 @@ def _median_rate(D2):
     return 1.0 / float(np.median(pos)) if pos.size else 1.0
 
 
-#: Training sizes up to which ``approx="auto"`` keeps the exact spectra: the
-#: measured crossover of fit time (``bench/scale_bayes.py``; module docstring
-#: of :mod:`.inverse_gp_lowrank`).
-EXACT_MAX_M = 1000
+#: Training sizes up to which ``approx="auto"`` keeps the exact spectra, by the
+#: feature map the low-rank path would use (one output: HSGP; more: Nystroem).
+#: Measured crossover of fit + predict time on the S-shape
+#: (``bench/scale_bayes.py``, 2 shared cores): at m = 500 the exact path took
+#: 258 s and the HSGP path 67 s with the pair posteriors 1e-5 apart in total
+#: variation; the Nystroem path's pair eigenproblems are (D M)^2, so it pays
+#: only where the exact path's m^3 is larger.
+EXACT_MAX_M = {"hsgp": 500, "nystroem": 2000}
 #: The evidence approximations of :func:`prepare_inverse_gp_data`.
 APPROX = ("auto", "exact", "lowrank")
 #: The median-heuristic rate uses all pairs of up to this many evenly spaced
@@ -193,10 +197,10 @@ APPROX = ("auto", "exact", "lowrank")
 MEDIAN_ROWS = 2000
 
 
-def resolve_approx(approx, m: int, rank=None) -> str:
-    """``"exact"`` or ``"lowrank"`` for ``approx`` at m training points:
-    ``"auto"`` is exact up to :data:`EXACT_MAX_M` points unless a ``rank`` is
-    given, low rank otherwise.
+def resolve_approx(approx, m: int, rank=None, d_y: int = 1) -> str:
+    """``"exact"`` or ``"lowrank"`` for ``approx`` at m training points with
+    d_y outputs: ``"auto"`` is exact up to :data:`EXACT_MAX_M` points (by the
+    feature map d_y selects) unless a ``rank`` is given, low rank otherwise.
 
     Raises:
         ValueError: ``approx`` not one of :data:`APPROX`.
@@ -204,7 +208,8 @@ def resolve_approx(approx, m: int, rank=None) -> str:
     if not isinstance(approx, str) or approx not in APPROX:
         raise ValueError(f"approx must be one of {APPROX}, got {approx!r}")
     if approx == "auto":
-        return "lowrank" if (m > EXACT_MAX_M or rank is not None) else "exact"
+        limit = EXACT_MAX_M[_lowrank.default_features(d_y)]
+        return "lowrank" if (m > limit or rank is not None) else "exact"
     return approx
 
 
@@ -274,11 +279,11 @@ def prepare_inverse_gp_data(
         raise ValueError(f"X and Y must have the same number of rows, got "
                          f"{X.shape[0]} and {Y.shape[0]}")
     if Y.shape[0] < 3:
-        raise ValueError(f"need at least 3 training points, got {Y.shape[0]}")
+        raise ValueError(f"need at least 3 training points, got n_samples = {Y.shape[0]}")
     if not np.any(np.std(np.asarray(X), axis=0) > 0):
         raise ValueError("X is constant: the forward GP has nothing to explain")
     m, D = Y.shape[0], prior.max_degree
-    approx = resolve_approx(approx, m, rank)
+    approx = resolve_approx(approx, m, rank, Y.shape[1])
     rank, features = check_lowrank_args(approx, rank, features, m, Y.shape[1])
     x_mean = jnp.mean(X, axis=0)
     Xc = X - x_mean[None, :]

@@ -201,10 +201,10 @@ def test_top_k_modes_per_row_supports_equal_the_shared_path():
 
 def test_estimator_samples_and_modes(sshape_fit):
     d, _ = sshape_fit
-    est = InverseGPRegressor(PRIOR, key=jax.random.key(0), num_warmup=30,
-                             num_samples=30, num_chains=2, n_draws=5)
-    est.fit(d.x_train, d.t_train)
-    z = d.x_test[::100]
+    est = InverseGPRegressor(PRIOR, key=jax.random.key(0), num_samples=30,
+                             num_chains=2, n_draws=5)
+    est.fit(d.x_train[:, None], d.t_train)
+    z = d.x_test[::100, None]
     res = est.predict_modes(z, 2)
     assert isinstance(res, Modes) and res.modes.shape == (5, 2, 1)
     np.testing.assert_allclose(est.predict(z), res.modes[:, 0, 0])

@@ -149,13 +149,13 @@ def test_fit_outputs(sshape_fit):
 
 def test_estimator_facade(sshape_fit):
     d, _ = sshape_fit
-    est = InverseGPRegressor(InverseGPPrior(max_degree=1, n_gamma=4),
+    est = InverseGPRegressor(InverseGPPrior(max_degree=1, n_gamma=4), method="nuts",
                              num_warmup=20, num_samples=20, num_chains=1,
                              n_draws=3, n_grid=100)
     with pytest.raises(NotFittedError):
-        est.predict(np.zeros(2))
-    est.fit(d.x_train, d.t_train)
-    z = d.x_test[::100]
+        est.predict(np.zeros((2, 1)))
+    est.fit(d.x_train[:, None], d.t_train)
+    z = d.x_test[::100, None]
     pred = est.predict(z)
     res = est.predict_modes(z, 2)
     assert isinstance(res, Modes)
