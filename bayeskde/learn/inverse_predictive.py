@@ -42,6 +42,7 @@ training box).
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -135,7 +136,10 @@ def resolve_output_prior(spec, Y, margin: float = 0.0, *, default: str = "unifor
                          f"(low, high) or a NumPyro distribution, got {spec!r}")
     if isinstance(spec, dist.Distribution):
         try:
-            lp = np.asarray(spec.log_prob(jnp.asarray(Y[:2])))
+            with warnings.catch_warnings():
+                # a probe of the shape: outputs may lie outside the support
+                warnings.filterwarnings("ignore", message="Out-of-support")
+                lp = np.asarray(spec.log_prob(jnp.asarray(Y[:2])))
         except Exception as err:  # noqa: BLE001 - reported with the argument
             raise ValueError(f"output_prior.log_prob failed on a (2, {d}) batch "
                              f"of outputs: {err}") from err
