@@ -9,11 +9,13 @@
 
 from .diagnostics import ARVIZ_MAJOR as ARVIZ_MAJOR
 from .diagnostics import ConvergenceReport as ConvergenceReport
+from .diagnostics import LOOResult as LOOResult
 from .diagnostics import check_convergence as check_convergence
 from .diagnostics import compare_models as compare_models
 from .diagnostics import convergence_report as convergence_report
 from .diagnostics import group_names as group_names
 from .diagnostics import load_inference_data as load_inference_data
+from .diagnostics import loo as loo
 from .diagnostics import plot_pit as plot_pit
 from .diagnostics import plot_posterior as plot_posterior
 from .diagnostics import plot_ppc as plot_ppc
@@ -44,6 +46,8 @@ __all__ = [
     "check_convergence",
     "summary",
     "compare_models",
+    "LOOResult",
+    "loo",
     "save_inference_data",
     "load_inference_data",
     "plot_trace",

@@ -14,7 +14,8 @@ are in :mod:`.samplers`, which calls no ArviZ.
   observed_data groups with named dims.
 * :func:`check_convergence`: R-hat, bulk and tail ESS and divergences, reported as
   plain-language warnings.
-* :func:`compare_models`: PSIS-LOO comparison (WAIC too under ArviZ 0.23; 1.x
+* :func:`loo`: PSIS-LOO of one model with each point's Pareto k;
+  :func:`compare_models`: PSIS-LOO comparison (WAIC too under ArviZ 0.23; 1.x
   removed it); :func:`save_inference_data` / :func:`load_inference_data`
   round-trip through netCDF.
 * Plots (:func:`plot_trace`, :func:`plot_rank`, :func:`plot_posterior`,
@@ -46,7 +47,8 @@ __all__ = [
     "to_inference_data", "convergence_report",
     "check_convergence", "summary", "compare_models", "save_inference_data",
     "load_inference_data", "plot_trace", "plot_rank", "plot_posterior", "plot_ppc",
-    "plot_pit", "group_names", "psis_log_weights", "ARVIZ_MAJOR",
+    "plot_pit", "group_names", "psis_log_weights", "ARVIZ_MAJOR", "LOOResult",
+    "loo",
 ]
 
 #: Major version of the installed ArviZ: 0 (InferenceData) or 1 (DataTree).
@@ -260,6 +262,48 @@ def compare_models(models: dict, ic: str = "loo"):
     return az.compare(dict(models), ic=ic)
 
 
+class LOOResult(NamedTuple):
+    """PSIS-LOO of one model (:func:`loo`).
+
+    Attributes:
+        elpd: estimated expected log pointwise predictive density (sum over
+            observations).
+        se: its standard error.
+        p_loo: effective number of parameters.
+        pointwise: ``(n_obs,)`` each observation's elpd contribution.
+        pareto_k: ``(n_obs,)`` Pareto k of each observation's importance
+            weights (above 0.7: that point's estimate is unreliable).
+    """
+
+    elpd: float
+    se: float
+    p_loo: float
+    pointwise: np.ndarray
+    pareto_k: np.ndarray
+
+
+def loo(idata, var_name: str | None = None) -> LOOResult:
+    """PSIS-LOO (Vehtari, Gelman and Gabry 2017) of one model, the same fields
+    under ArviZ 0.23 and 1.x.
+
+    Needs a ``log_likelihood`` group (``var_name`` picks one variable where it
+    holds several); its observation dims are flattened. Cost: O(n_draws
+    n_obs) plus a Pareto fit per observation.
+
+    Raises:
+        ValueError: when the ``log_likelihood`` group is missing.
+    """
+    _require_groups(idata, "loo", ("log_likelihood",))
+    res = az.loo(idata, pointwise=True, var_name=var_name)
+    if _AZ1:
+        elpd, p, each = res.elpd, res.p, res.elpd_i
+    else:
+        elpd, p, each = res["elpd_loo"], res["p_loo"], res["loo_i"]
+    k = res.pareto_k if _AZ1 else res["pareto_k"]
+    return LOOResult(float(elpd), float(res.se if _AZ1 else res["se"]), float(p),
+                     np.asarray(each, float).ravel(), np.asarray(k, float).ravel())
+
+
 def _check_path(path, name: str = "path") -> Path:
     if not isinstance(path, str | Path) or not str(path):
         raise TypeError(
@@ -455,9 +499,11 @@ def plot_pit(idata, path: str | Path | None = None, var_names=None):
         rep = np.asarray(idata.posterior_predictive[name])
         rep = rep.reshape(-1, obs.size)
         pit = np.mean(rep <= obs, axis=0)
+        # the PIT of a continuous predictive is continuous: the band is
+        # calibrated by simulating uniform draws (rvs), at a fixed seed
         az.plot_ecdf(pit, cdf=stats.uniform(0, 1).cdf, difference=True,
                      confidence_bands=True, eval_points=np.linspace(0, 1, 101),
-                     ax=ax)
+                     rvs=stats.uniform(0, 1).rvs, random_state=0, ax=ax)
         ax.set(title=name, xlabel="PIT", ylabel="ECDF - uniform CDF")
     return _finish(axes, path)
 

@@ -24,6 +24,7 @@ from bayeskde.infer import (
     convergence_report,
     group_names,
     load_inference_data,
+    loo,
     plot_pit,
     plot_posterior,
     plot_ppc,
@@ -158,6 +159,27 @@ def test_loo_matches_exact_leave_one_out(fit):
         assert abs(waic.loc["right", "elpd_waic"] - exact) < 0.3
     with pytest.raises(ValueError, match="ic must be"):
         compare_models({"right": idata}, ic="bic")
+
+
+def test_loo_of_one_model_matches_exact_leave_one_out(fit):
+    """loo's elpd, per point and summed, against the closed-form leave-one-out
+    predictive densities; the same number compare_models ranks by."""
+    y, _, idata = fit
+    exact = np.array([
+        stats.norm(m, np.sqrt(SIGMA**2 + s**2)).logpdf(y[i])
+        for i, (m, s) in enumerate(_posterior(np.delete(y, i))
+                                   for i in range(N_OBS))])
+    res = loo(idata)
+    assert res.pointwise.shape == res.pareto_k.shape == (N_OBS,)
+    assert abs(res.elpd - exact.sum()) < 0.3
+    np.testing.assert_allclose(res.pointwise, exact, atol=0.05)
+    np.testing.assert_allclose(res.pointwise.sum(), res.elpd, rtol=1e-10)
+    assert np.all(res.pareto_k < 0.7) and 0.0 < res.p_loo < 2.0 and res.se > 0
+    column = "elpd" if ARVIZ_MAJOR >= 1 else "elpd_loo"
+    table = compare_models({"a": idata, "b": idata})
+    np.testing.assert_allclose(table.loc["a", column], res.elpd, rtol=1e-10)
+    with pytest.raises(ValueError, match="log_likelihood group"):
+        loo(_from_dict(posterior={"mu": np.zeros((2, 10))}))
 
 
 def test_netcdf_round_trip(fit, tmp_path):
