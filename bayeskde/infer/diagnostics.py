@@ -43,6 +43,15 @@ with warnings.catch_warnings():
                             category=FutureWarning)
     import arviz as az
 
+# ArviZ 0.23's matplotlib backend and its LOO comparison call APIs that
+# Matplotlib 3.11 and pandas 3.1 deprecate; the notices, issued from ArviZ's
+# own modules on every plot, say nothing a user of bayeskde can act on.
+# Filtered for those two messages from ArviZ's modules only.
+warnings.filterwarnings("ignore", message="Passing a dict or None as alias_mapping",
+                        category=DeprecationWarning, module=r"arviz\.")
+warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame",
+                        module=r"arviz\.")
+
 __all__ = [
     "to_inference_data", "convergence_report",
     "check_convergence", "summary", "compare_models", "save_inference_data",
@@ -198,8 +207,13 @@ def convergence_report(
     ess_t = az.ess(idata, var_names=var_names, method="tail")
 
     def worst(ds, fn):
-        vals = [float(fn(np.asarray(v))) for v in ds.data_vars.values()]
-        return fn(np.asarray(vals)) if vals else float("nan")
+        # R-hat is NaN with one chain: the worst of all-NaN is NaN, quietly.
+        def f(a):
+            a = np.asarray(a, float)
+            return float(fn(a)) if np.any(np.isfinite(a)) else float("nan")
+
+        return f([f(v) for v in ds.data_vars.values()]) if ds.data_vars else \
+            float("nan")
 
     max_rhat = worst(rhat, np.nanmax)
     min_b = worst(ess_b, np.nanmin)
