@@ -102,7 +102,7 @@ def prepare_for_fit(
     """
     m = int(np.shape(Y)[0])
     d_y = 1 if np.ndim(Y) == 1 else int(np.shape(Y)[1])
-    approx = resolve_approx(approx, m, rank)
+    approx = resolve_approx(approx, m, rank, d_y)
     r, features = check_lowrank_args(approx, rank, "auto", m, d_y)
     if approx == "exact":
         return prepare_inverse_gp_data(Y, X, prior, approx="exact"), None
