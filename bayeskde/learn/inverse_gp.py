@@ -193,9 +193,10 @@ def fit_inverse_gp(
     map_params.update(gamma=float(data.gammas[g]), degree=d + 1, pair_index=(g, d))
     coords = {"gamma": np.asarray(data.gammas),
               "degree": np.arange(1, prior.max_degree + 1),
-              "sample": np.arange(data.X.shape[0]),
+              "point": np.arange(data.X.shape[0]),
               "input": np.arange(data.X.shape[1])}
-    dims = {"pair_log_joint": ["gamma", "degree"], "x": ["sample", "input"]}
+    # "point", not "sample": ArviZ 1.x reserves "sample" for stacked draws
+    dims = {"pair_log_joint": ["gamma", "degree"], "x": ["point", "input"]}
     pp, cache = None, {}
     if posterior_predictive:
         n_rep = check_integer(n_replicates, "n_replicates", minimum=1)
