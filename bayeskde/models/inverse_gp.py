@@ -282,7 +282,8 @@ def prepare_inverse_gp_data(
         raise ValueError(f"X and Y must have the same number of rows, got "
                          f"{X.shape[0]} and {Y.shape[0]}")
     if Y.shape[0] < 3:
-        raise ValueError(f"need at least 3 training points, got n_samples = {Y.shape[0]}")
+        raise ValueError(
+            f"need at least 3 training points, got n_samples = {Y.shape[0]}")
     if not np.any(np.std(np.asarray(X), axis=0) > 0):
         raise ValueError("X is constant: the forward GP has nothing to explain")
     m, D = Y.shape[0], prior.max_degree
