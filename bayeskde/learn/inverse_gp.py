@@ -347,23 +347,27 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         if not hasattr(self, "fit_"):
             raise NotFittedError("InverseGPRegressor is not fitted yet; call fit")
 
+    def _memo(self, X):
+        """The fit's cache (so that predict writes nothing to the estimator)
+        and the key of ``X`` with the predictive's settings."""
+        tag = (hashlib.sha1(np.asarray(X).tobytes()).hexdigest(), np.shape(X),
+               repr((self.mode, self.n_draws, self.n_grid, self.output_prior,
+                     self.noisy_inputs)))
+        return (self.fit_.cache if self.fit_.cache is not None else {}), tag
+
     def predict_distribution(self, X, k: int = 3) -> InverseGPPredictive:
         self._check_fitted()
         X = _estimator_X(X, "predict", self.n_features_in_)
-        # The last predictive is kept (in the fit's cache, so that predict
-        # writes nothing to the estimator): predict_modes then sample on the
-        # same X computes it once.
-        tag = (hashlib.sha1(np.asarray(X).tobytes()).hexdigest(), np.shape(X), k,
-               repr((self.mode, self.n_draws, self.n_grid, self.output_prior,
-                     self.noisy_inputs)))
-        memo = self.fit_.cache if self.fit_.cache is not None else {}
+        # The last predictive is kept: predict_modes then sample on the same X
+        # compute it once.
+        memo, tag = self._memo(X)
         last = memo.get("_last_predictive")
-        if last is not None and last[0] == tag:
-            return last[1]
+        if last is not None and last[:2] == (tag, k):
+            return last[2]
         pred = inverse_gp_predictive(
             self.fit_, X, mode=self.mode, n_draws=self.n_draws, n_grid=self.n_grid,
             k=k, output_prior=self.output_prior, noisy_inputs=self.noisy_inputs)
-        memo["_last_predictive"] = (tag, pred)
+        memo["_last_predictive"] = (tag, k, pred)
         return pred
 
     def predict_modes(self, X, k: int = 2) -> Modes:
@@ -384,7 +388,15 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self._check_fitted()
         X = _estimator_X(X, "sample", self.n_features_in_)
         key = jax.random.key(1) if key is None else key
-        # the predictive's candidates and probabilities (refinement moves only
-        # its modes), shared with predict_modes on the same X
-        return inverse_gp_sample(key, self.fit_, X, num_samples,
-                                 predictive=self.predict_distribution(X))
+        # draws need the predictive's candidates and probabilities, not its
+        # modes: the one predict_modes kept for this X (any k), or one computed
+        # without refining the modes
+        memo, tag = self._memo(X)
+        last = memo.get("_last_predictive")
+        if last is not None and last[0] == tag:
+            return inverse_gp_sample(key, self.fit_, X, num_samples,
+                                     predictive=last[2])
+        return inverse_gp_sample(
+            key, self.fit_, X, num_samples, mode=self.mode, n_draws=self.n_draws,
+            n_grid=self.n_grid, output_prior=self.output_prior,
+            noisy_inputs=self.noisy_inputs)
