@@ -13,6 +13,11 @@ from the result, so results equal the single-device ones.
   (:func:`bayeskde.lowrank.sharded_gram`), the sharded HMM posteriors
   (:func:`bayeskde.hmm.sharded_hmm_posteriors`) and the sharded Twin GP
   (:func:`bayeskde.tgp.tgp_predict_sharded`) are built on it in their packages.
+- :func:`sharded_sum`: a sum over data rows (sufficient statistics such as
+  Phi^T Phi and Phi^T x) with the rows sharded over the devices and streamed
+  in chunks, so that only one chunk is ever on the devices (the inverse
+  model's low-rank statistics,
+  :func:`bayeskde.models.inverse_gp_lowrank.lowrank_statistics`, use it).
 - MCMC chains: :func:`bayeskde.infer.run_nuts` hands ``chain_method="parallel"``
   to NumPyro (one chain per device, ``pmap``) whenever
   ``jax.local_device_count() >= num_chains`` and ``"vectorized"`` otherwise, so
@@ -33,7 +38,8 @@ hosts is not addressable from one process: read it back with
 ``jax.experimental.multihost_utils.process_allgather(out, tiled=True)``. The
 test suite runs this launch as two processes on one machine (2 fake devices
 each, coordinator on localhost, Gloo collectives) and checks Grams, HMM
-posteriors and batched predictions against one device
+posteriors, batched predictions and the inverse model's streamed low-rank
+statistics (:func:`sharded_sum`) against one device
 (``tests/test_distributed.py::test_two_processes_equal_one``).
 To try the code on one CPU, fake devices with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` set before JAX starts.
@@ -57,10 +63,13 @@ from ._validation import check_integer
 __all__ = [
     "device_mesh",
     "sharded_batch_map",
+    "sharded_sum",
     "initialize_distributed",
 ]
 
 AXIS = "batch"
+#: Rows each device sums at once in :func:`sharded_sum`.
+CHUNK_ROWS = 8192
 
 
 def device_mesh(devices=None, axis_name: str = AXIS) -> Mesh:
@@ -132,6 +141,107 @@ def sharded_batch_map(
     if total == n:
         return out
     return jax.tree_util.tree_map(lambda o: o[:n], out)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_sum(fn, mesh, axis_name, n_broadcast, n_args):
+    specs = (P(),) * n_broadcast + (P(axis_name),) * (n_args + 1)
+
+    def body(*args):
+        return jax.tree.map(lambda s: jax.lax.psum(s, axis_name), fn(*args))
+
+    return jax.jit(jax.shard_map(
+        body, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False))
+
+
+def sharded_sum(
+    fn: Callable, *arrays: ArrayLike, mesh: Mesh | None = None, broadcast=(),
+    chunk_rows: int = CHUNK_ROWS, progress_bar: bool = False,
+    desc: str = "chunks",
+):
+    """Sum ``fn`` over the rows of ``arrays``: rows sharded over the devices of
+    ``mesh`` and streamed in chunks of ``chunk_rows`` rows a device.
+
+    Each chunk of ``n_dev * b`` rows (b = min(chunk_rows, ceil(n / n_dev))) is
+    put on the devices with its rows split ``NamedSharding(mesh, P(axis))``;
+    every device computes ``fn(*broadcast, *blocks, mask)`` on its b rows and
+    the per-device sums are added by ``psum``; the chunks' sums are added on
+    the host in float64. The last chunk is padded with zero rows whose
+    ``mask`` is 0, so ``fn`` must weight every row's contribution by ``mask``
+    (``(b,)``, 1 on real rows). Under ``jax.distributed`` every process passes
+    the same global arrays and receives the same (replicated) sums.
+
+    Args:
+        fn: jit-able ``fn(*broadcast, *blocks, mask)`` returning a pytree of
+            arrays, the sum of its rows' contributions. Pass the same function
+            object again to reuse the compiled program.
+        *arrays: arrays with a common leading length ``n >= 1`` (kept on the
+            host; one chunk at a time goes to the devices).
+        mesh: a one-axis mesh (default :func:`device_mesh`).
+        broadcast: arrays every device receives whole (centres, weights).
+        chunk_rows: rows a device takes per chunk (its working memory).
+        progress_bar, desc: a tqdm bar over the chunks (when more than one).
+
+    Returns:
+        The pytree of ``fn``'s sums over all rows, as float64 NumPy arrays.
+
+    Raises:
+        ValueError: no arrays, differing leading lengths, a multi-axis mesh, a
+            ``chunk_rows`` below 1.
+
+    Cost: that of ``fn`` over n rows split over the devices; device memory
+    that of ``fn`` on ``chunk_rows`` rows plus the broadcast arrays; host
+    memory the arrays.
+
+    Examples:
+        >>> import numpy as np
+        >>> x = np.arange(10.0)[:, None]
+        >>> out = sharded_sum(lambda xb, w: (xb[:, 0] * w) @ xb[:, 0], x,
+        ...                   chunk_rows=3)
+        >>> float(out)
+        285.0
+    """
+    if not arrays:
+        raise ValueError("sharded_sum needs at least one array")
+    chunk_rows = check_integer(chunk_rows, "chunk_rows", minimum=1)
+    mesh = device_mesh() if mesh is None else mesh
+    if len(mesh.axis_names) != 1:
+        raise ValueError(f"mesh must have one axis, got {mesh.axis_names}")
+    arrs = [np.asarray(a) for a in arrays]
+    lengths = {a.shape[0] if a.ndim else None for a in arrs}
+    if len(lengths) != 1 or None in lengths or 0 in lengths:
+        raise ValueError(
+            "arrays must share a leading batch length >= 1, got shapes "
+            f"{[a.shape for a in arrs]}"
+        )
+    n = lengths.pop()
+    d = mesh.size
+    b = min(chunk_rows, -(-n // d))
+    step = b * d
+    axis = mesh.axis_names[0]
+    rows = NamedSharding(mesh, P(axis))
+    consts = [jax.device_put(jnp.asarray(c), NamedSharding(mesh, P()))
+              for c in broadcast]
+    prog = _compiled_sum(fn, mesh, axis, len(consts), len(arrs))
+    starts = range(0, n, step)
+    if progress_bar and len(starts) > 1:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc=desc, leave=False)
+    total = None
+    for i in starts:
+        k = min(step, n - i)
+        blocks = [a[i:i + k] for a in arrs]
+        mask = np.ones(k, blocks[0].dtype if blocks[0].dtype.kind == "f"
+                       else np.float64)
+        if k < step:
+            blocks = [np.concatenate([a, np.zeros((step - k, *a.shape[1:]), a.dtype)])
+                      for a in blocks]
+            mask = np.concatenate([mask, np.zeros(step - k, mask.dtype)])
+        out = prog(*consts, *(jax.device_put(a, rows) for a in (*blocks, mask)))
+        out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
+        total = out if total is None else jax.tree.map(np.add, total, out)
+    return total
 
 
 def initialize_distributed(

@@ -22,9 +22,15 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from bayeskde.distributed import device_mesh, initialize_distributed, sharded_batch_map
+from bayeskde.distributed import (
+    device_mesh,
+    initialize_distributed,
+    sharded_batch_map,
+    sharded_sum,
+)
 from bayeskde.hmm import forward_backward, sharded_hmm_posteriors
 from bayeskde.lowrank import falkon, krr_predict, sharded_gram
+from bayeskde.models.inverse_gp_lowrank import hsgp_eigenfunctions, lowrank_statistics
 from tests.conftest import ROOT, X64, run_on_host_devices
 
 TOL = 1e-12 if X64 else 1e-5
@@ -41,6 +47,28 @@ def _problem():
     mask = np.ones((11, 6), bool)
     mask[3, 4:] = False
     return X, log_initial, log_transition, log_lik, mask
+
+
+#: The inverse model's low-rank statistics (float64 at any precision).
+STATS = ("hsgp_gram", "hsgp_cross", "hsgp_x_sq", "nys_gram", "nys_cross")
+
+
+def _stats_problem():
+    rng = np.random.default_rng(1)
+    Y = rng.uniform(size=(101, 2))  # chunks of 5 rows a device: padded last chunk
+    X = rng.normal(size=(101, 2))
+    return Y, X - X.mean(0), np.array([2.0, 20.0])
+
+
+def _lowrank_stats(mesh):
+    Y, X, g = _stats_problem()
+    key = jax.random.key(0)
+    hs = lowrank_statistics(key, Y[:, :1], X, g, 2, 12, "hsgp", mesh=mesh,
+                            chunk_rows=5)
+    ny = lowrank_statistics(key, Y, X, g, 2, 6, "nystroem", mesh=mesh, chunk_rows=5)
+    return {"hsgp_gram": hs.gram, "hsgp_cross": hs.cross, "hsgp_x_sq": hs.x_sq,
+            "nys_gram": ny.gram, "nys_cross": ny.cross,
+            "hsgp_box": (hs.box_centre, hs.box_half)}
 
 
 def _predict(centers, coef, X):
@@ -74,6 +102,7 @@ def _compute():
         "loglik": _host(post.log_likelihood),
         "pred": _host(pred),
         "devices": jax.device_count(),
+        **_lowrank_stats(mesh),
     }
 
 
@@ -97,6 +126,9 @@ def test_eight_devices_equal_one(tmp_path):
     assert str(many["chain_method"]) == "parallel"  # 4 NUTS chains on 8 devices
     for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
         np.testing.assert_allclose(many[name], one[name], rtol=TOL, atol=TOL,
+                                   err_msg=name)
+    for name in STATS:  # float64 sums, only their order differs
+        np.testing.assert_allclose(many[name], one[name], rtol=1e-12, atol=1e-12,
                                    err_msg=name)
 
 
@@ -144,6 +176,9 @@ def test_two_processes_equal_one(tmp_path):
         for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
             np.testing.assert_allclose(out[name], one[name], rtol=TOL, atol=TOL,
                                        err_msg=f"process {rank}: {name}")
+        for name in STATS:
+            np.testing.assert_allclose(out[name], one[name], rtol=1e-12,
+                                       atol=1e-12, err_msg=f"process {rank}: {name}")
 
 
 def test_single_device_oracles():
@@ -158,6 +193,16 @@ def test_single_device_oracles():
     np.testing.assert_allclose(
         out["pred"], krr_predict("rbf", fit, X, params={"gamma": 0.5}),
         atol=10 * TOL)
+    # the streamed statistics against Psi^T Psi, Psi^T X formed whole
+    Y, Xs, _ = _stats_problem()
+    with jax.enable_x64(True):
+        Psi = np.asarray(hsgp_eigenfunctions(jnp.asarray(Y[:, 0]), *out["hsgp_box"],
+                                             12))
+    np.testing.assert_allclose(out["hsgp_gram"], Psi.T @ Psi, rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(out["hsgp_cross"], Psi.T @ Xs, rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(out["hsgp_x_sq"], np.sum(Xs**2), rtol=1e-12)
 
 
 def test_bad_input():
@@ -182,6 +227,12 @@ def test_bad_input():
         sharded_hmm_posteriors(li, lt, np.full_like(ll, np.nan))
     with pytest.raises(ValueError):
         sharded_hmm_posteriors(li + 1.0, lt, ll)  # probabilities not summing to 1
+    with pytest.raises(ValueError, match="at least one array"):
+        sharded_sum(jnp.sum)
+    with pytest.raises(ValueError, match="leading batch length"):
+        sharded_sum(jnp.add, np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="chunk_rows"):
+        sharded_sum(jnp.add, np.ones(3), chunk_rows=0)
     with pytest.raises(ValueError, match="num_processes"):
         initialize_distributed("localhost:1", num_processes=0, process_id=0)
     with pytest.raises(ValueError, match="process_id"):

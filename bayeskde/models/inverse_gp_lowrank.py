@@ -59,6 +59,7 @@ map's error, O(R^{-1/2}) an entry, would need R in the millions for that.
 
 from __future__ import annotations
 
+import functools
 import math
 from functools import partial
 
@@ -68,6 +69,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
+from ..distributed import sharded_sum
 from ..kernels import squared_distances
 from ..lowrank.features import select_centers
 from ._inverse_gp_base import rbf_powers
@@ -181,34 +183,21 @@ def _padded(a, b, n_blocks):
     return np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) if pad else a
 
 
-def _stream(fn, Y, X, progress_bar, desc):
-    """Sum ``fn(Y_block, X_block, mask)`` over row blocks, in float64."""
-    m = Y.shape[0]
-    b, nb = _blocks(m)
-    Yp, Xp, mask = _padded(Y, b, nb), _padded(X, b, nb), _padded(np.ones(m), b, nb)
-    rows = range(nb)
-    if progress_bar and nb > 1:
-        from tqdm.auto import tqdm
+@functools.lru_cache(maxsize=16)
+def _hsgp_block(centre, half, J):
+    """The per-block statistics of one HSGP basis (one function object per
+    basis, so :func:`~bayeskde.distributed.sharded_sum` compiles it once)."""
 
-        rows = tqdm(rows, desc=desc, leave=False)
-    total = None
-    for i in rows:
-        sl = slice(i * b, (i + 1) * b)
-        out = fn(jnp.asarray(Yp[sl]), jnp.asarray(Xp[sl]), jnp.asarray(mask[sl]))
-        out = jax.tree.map(lambda a: np.asarray(a, np.float64), out)
-        total = out if total is None else jax.tree.map(np.add, total, out)
-    return total
+    def block(Yb, Xb, mask):
+        Psi = hsgp_eigenfunctions(Yb[:, 0], centre, half, J) * mask[:, None]
+        return Psi.T @ Psi, Psi.T @ Xb, jnp.sum(mask[:, None] * Xb**2)
+
+    return block
 
 
-@partial(jax.jit, static_argnames=("centre", "half", "J"))
-def _hsgp_block(Yb, Xb, mask, centre, half, J):
-    Psi = hsgp_eigenfunctions(Yb[:, 0], centre, half, J) * mask[:, None]
-    return Psi.T @ Psi, Psi.T @ Xb
-
-
-@partial(jax.jit, static_argnames="D")
-def _nystroem_block(Yb, Xb, mask, Z, gammas, W, D):
+def _nystroem_block(Z, gammas, W, Yb, Xb, mask):
     d2 = squared_distances(Yb, Z)
+    D = W.shape[1]
 
     def per_gamma(a):
         g, Wg = a
@@ -219,7 +208,8 @@ def _nystroem_block(Yb, Xb, mask, Z, gammas, W, D):
         F = F.reshape(d2.shape[0], -1) * mask[:, None]
         return F.T @ F, F.T @ Xb
 
-    return jax.lax.map(per_gamma, (gammas, W))
+    gram, cross = jax.lax.map(per_gamma, (gammas, W))
+    return gram, cross, jnp.sum(mask[:, None] * Xb**2)
 
 
 def _floored_normalizer(Kcc):
@@ -254,9 +244,17 @@ def _hsgp_box(Y, gammas):
 def lowrank_statistics(
     key: jax.Array, Y: np.ndarray, X: np.ndarray, gammas: np.ndarray,
     max_degree: int, rank: int, features: str, *, progress_bar: bool = False,
+    mesh=None, chunk_rows: int = BLOCK_ROWS,
 ) -> LowRankBasis:
     """One pass over the data: the feature map and its float64 sufficient
-    statistics (Phi^T Phi and Phi^T X; per rate for Nystroem).
+    statistics (Phi^T Phi, Phi^T X and ||X||^2; per rate for Nystroem).
+
+    The sums over the rows run data-parallel
+    (:func:`bayeskde.distributed.sharded_sum`): each chunk of rows is split
+    over the devices of ``mesh``, every device sums its rows' contributions,
+    the devices' sums are added by ``psum`` and the chunks' on the host, so a
+    device holds one chunk (BLOCK_ROWS rows) at a time whatever m, and under
+    ``jax.distributed`` the hosts share the pass.
 
     Args:
         key: PRNG key of the Nystroem centres (k-means++).
@@ -264,18 +262,23 @@ def lowrank_statistics(
         gammas: the rate grid; max_degree: D.
         rank: HSGP functions J or Nystroem centres M (<= m).
         features: ``"hsgp"`` (d_y = 1) or ``"nystroem"``.
+        mesh: a one-axis device mesh (default: every device,
+            :func:`bayeskde.distributed.device_mesh`).
+        chunk_rows: rows a device sums at once.
 
     Cost: hsgp O(m J^2) time; nystroem O(n_gamma m (D M)^2) plus the
-    k-means++ seeding; O(BLOCK_ROWS R + n_gamma R^2) memory.
+    k-means++ seeding (one device); both split over the devices; device
+    memory O(chunk_rows R + n_gamma R^2).
     """
     m = Y.shape[0]
+    kw = dict(mesh=mesh, chunk_rows=chunk_rows, progress_bar=progress_bar)
     with jax.enable_x64(True):
         if features == "hsgp":
             centre, half = _hsgp_box(Y, gammas)
-            gram, cross = _stream(
-                lambda y, x, w: _hsgp_block(y, x, w, centre, half, int(rank)),
-                Y, X, progress_bar, "HSGP statistics")
-            return LowRankBasis("hsgp", rank, gram, cross, np.sum(X**2), m,
+            gram, cross, x_sq = sharded_sum(
+                _hsgp_block(centre, half, int(rank)), Y, X,
+                desc="HSGP statistics", **kw)
+            return LowRankBasis("hsgp", rank, gram, cross, x_sq, m,
                                 box_centre=centre, box_half=half)
         if rank >= m:
             Z = Y
@@ -288,11 +291,10 @@ def lowrank_statistics(
             Z = Y[np.asarray(idx)]
         Zj, gj = jnp.asarray(Z), jnp.asarray(gammas)
         W = np.asarray(_normalizers(Zj, gj, max_degree))
-        gram, cross = _stream(
-            lambda y, x, w: _nystroem_block(y, x, w, Zj, gj, jnp.asarray(W),
-                                            max_degree),
-            Y, X, progress_bar, "Nystroem statistics")
-    return LowRankBasis("nystroem", Z.shape[0], gram, cross, np.sum(X**2), m,
+        gram, cross, x_sq = sharded_sum(
+            _nystroem_block, Y, X, broadcast=(Zj, gj, W),
+            desc="Nystroem statistics", **kw)
+    return LowRankBasis("nystroem", Z.shape[0], gram, cross, x_sq, m,
                         centres=Z, normalizer=W)
 
 
