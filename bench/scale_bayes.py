@@ -25,7 +25,10 @@ run. The machine may be shared: each line carries the 1-minute load average
 (``load1``), and timings on a loaded machine are upper bounds.
 
 Run: ``python bench/scale_bayes.py [--sizes 500 2000 10000 100000]
-[--exact-max 2000] [--float32] [--method quadrature]``.
+[--exact-max 2000] [--float32 | --both-precisions] [--method quadrature]``.
+The data are drawn in float64 in every run (JAX's generator draws other
+numbers in float32), so ``--both-precisions`` compares float32 with float64
+on the same points.
 
 Measured 2026-12-03 (``--sizes 500 1000 2000 10000 100000 --method quadrature``,
 float64; 2 CPU cores shared with three other sessions, load average 4-7, so
@@ -71,8 +74,13 @@ def run_one(args):
     from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive
     from bayeskde.metrics import best_of_k_error, coverage_discrete, crps_discrete
 
-    d = make_sshape(jax.random.key(0), args.m)
-    held = make_sshape(jax.random.key(1000), args.n_test)
+    # The draws in float64 whatever the working precision: JAX's generator
+    # gives other numbers in float32, and a float32 run must see the same data
+    # as the float64 run it is compared with.
+    with jax.enable_x64(True):
+        d = jax.tree.map(np.asarray, make_sshape(jax.random.key(0), args.m))
+        held = jax.tree.map(np.asarray, make_sshape(jax.random.key(1000),
+                                                    args.n_test))
     t = (np.arange(args.n_test) + 0.5) / args.n_test
     xt = t + 0.3 * np.sin(2 * np.pi * t)
     kw = dict(approx=args.approx, progress_bar=False)
@@ -108,7 +116,8 @@ def run_one(args):
                    rank_error_bound=round(fit.rank.error_bound[-1], 4))
     row["load1"] = round(os.getloadavg()[0], 2)
     np.savez(args.save, pair_posterior=fit.pair_posterior, top=top.mean(),
-             crps=row["crps"])
+             crps=row["crps"], modes=np.asarray(pred.modes[..., 0]),
+             masses=np.asarray(pred.mode_masses))
     print(json.dumps(row), flush=True)
 
 
@@ -120,6 +129,9 @@ def main(argv=None):
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--method", default=None, choices=("nuts", "quadrature"))
     ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--both-precisions", action="store_true",
+                    help="run the low-rank fits in float64 and float32 too and "
+                         "print their agreement")
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds per run before it is reported as a timeout")
     # internal: one run in this process
@@ -130,17 +142,24 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.one:
         return run_one(args)
-    env = {**os.environ, "JAX_ENABLE_X64": "0" if args.float32 else "1"}
+    envs = {p: {**os.environ, "JAX_ENABLE_X64": "1" if p == "float64" else "0"}
+            for p in ("float64", "float32")}
+    env = envs["float32" if args.float32 else "float64"]
     base = [sys.executable, os.path.abspath(__file__), "--one", "--n-test",
             str(args.n_test)] + (["--method", args.method] if args.method else [])
     tmp = tempfile.mkdtemp(prefix="scale_bayes_")
     for m in args.sizes:
         rows = {}
-        for approx in (("exact", "lowrank") if m <= args.exact_max else ("lowrank",)):
+        runs = [(a, env) for a in (("exact", "lowrank") if m <= args.exact_max
+                                   else ("lowrank",))]
+        if args.both_precisions:
+            runs.append(("lowrank32", envs["float32"]))
+        for approx, env_run in runs:
             save = os.path.join(tmp, f"{m}_{approx}.npz")
             try:
-                out = subprocess.run(base + ["--m", str(m), "--approx", approx,
-                                             "--save", save], env=env,
+                out = subprocess.run(base + ["--m", str(m), "--approx",
+                                             approx.removesuffix("32"),
+                                             "--save", save], env=env_run,
                                      capture_output=True, text=True,
                                      timeout=args.timeout)
             except subprocess.TimeoutExpired:
@@ -155,7 +174,27 @@ def main(argv=None):
                 continue
             print(line[-1], flush=True)
             rows[approx] = (json.loads(line[-1]), np.load(save))
-        if len(rows) == 2:
+        if "lowrank" in rows and "lowrank32" in rows:
+            (r64, n64), (r32, n32) = rows["lowrank"], rows["lowrank32"]
+            # the same modes in another order where their masses tie: the
+            # top mode's error is then a coin flip between the branches
+            flip = np.abs(n64["modes"][:, 0] - n32["modes"][:, 0]) > 0.05
+            gap = np.abs(n64["masses"][:, 0] - n64["masses"][:, 1])
+            print(json.dumps({
+                "task": "sshape", "m": m, "precision_agreement": True,
+                "sorted_modes_diff_p50": round(float(np.median(np.max(np.abs(
+                    np.sort(n64["modes"], 1) - np.sort(n32["modes"], 1)),
+                    axis=1))), 6),
+                "top_mode_flips": int(flip.sum()),
+                "flips_max_mass_gap": round(float(gap[flip].max()), 4)
+                if flip.any() else 0.0,
+                "pair_posterior_tv": round(float(0.5 * np.abs(
+                    n64["pair_posterior"] - n32["pair_posterior"]).sum()), 5),
+                "crps_ratio": round(r32["crps"] / r64["crps"], 4),
+                "top_mode_error_ratio": round(r32["top_mode_error"]
+                                              / r64["top_mode_error"], 4),
+            }), flush=True)
+        if "exact" in rows and "lowrank" in rows:
             (re_, ne), (rl, nl) = rows["exact"], rows["lowrank"]
             print(json.dumps({
                 "task": "sshape", "m": m, "agreement": True,
