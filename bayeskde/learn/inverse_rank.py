@@ -4,10 +4,16 @@ with the low-rank map's rank chosen from the data.
 :func:`prepare_for_fit` resolves ``approx`` (``"auto"``: exact up to
 :data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points) and, for the
 low-rank evidence (:mod:`bayeskde.models.inverse_gp_lowrank`) without a rank
-given, doubles the rank from
+given, grows the rank from
 :func:`~bayeskde.models.inverse_gp_lowrank.default_rank` until the evidence
 error indicator at the pairs that hold the posterior mass is below
-:data:`RANK_TOL` nats, or the rank reaches :data:`MAX_AUTO_RANK`. The
+:data:`RANK_TOL` nats, or the rank reaches :data:`MAX_AUTO_RANK`. Each step
+at least doubles it; for HSGP features it jumps straight to the smallest basis
+whose captured spectrum meets the tolerance at the current modes
+(:func:`~bayeskde.models.inverse_gp_lowrank.hsgp_tail_indicator`: the
+variance beyond J functions is known from the kernel's spectral density, with
+no data pass), so a wide kernel keeps a small basis and a narrow one gets the
+basis it needs in one more pass. The
 indicator of a pair at its mode (a^2, s^2) is
 
     (d_x / 2) (a^2 / s^2) |tr phi(K) - tr Phi Phi^T|,
@@ -34,6 +40,7 @@ from ..models.inverse_gp import (
     prepare_inverse_gp_data,
     resolve_approx,
 )
+from ..models.inverse_gp_lowrank import hsgp_tail_indicator
 from .quadrature import pair_modes
 
 __all__ = ["MAX_AUTO_RANK", "RANK_TOL", "RankReport", "rank_error_bound",
@@ -56,6 +63,10 @@ class RankReport(NamedTuple):
             over the pairs holding at least 1e-3 of the mass at their modes.
         chosen_by: ``"data"`` or ``"user"``.
         n_kept: the largest number of eigenvalues a pair kept (r <= rank).
+        captured: the smallest fraction of the kernel's trace,
+            1 - residual / (m sum_i alpha_i), that the map captures over the
+            pairs holding at least 1e-3 of the mass (HSGP: the residual is
+            the variance beyond the basis, the box's bias not in it).
     """
 
     features: str
@@ -64,24 +75,56 @@ class RankReport(NamedTuple):
     error_bound: tuple
     chosen_by: str
     n_kept: int
+    captured: float
+
+
+def _heavy_ratio(data, prior):
+    """Each pair's a^2 / s^2 at its mode, zero for the pairs below 1e-3 of
+    the mass at their modes: ``(n_gamma, D)``."""
+    u, v, J = pair_modes(data, prior)
+    w = np.exp(J - J.max())
+    w /= w.sum()
+    return np.where(w >= 1e-3, np.exp(u - v), 0.0)
 
 
 def rank_error_bound(data: InverseGPData, prior: InverseGPPrior) -> float:
     """The largest evidence-error indicator of a low-rank ``data`` over the
     pairs holding at least 1e-3 of the mass (module docstring). Cost: step 1
     of the quadrature, about 3,500 evaluations of every pair's log joint."""
-    u, v, J = pair_modes(data, prior)
-    w = np.exp(J - J.max())
-    w /= w.sum()
-    bound = 0.5 * data.X.shape[1] * np.exp(u - v) * np.abs(
-        data.lowrank.trace_residual)
-    return float(np.max(np.where(w >= 1e-3, bound, 0.0)))
+    return _bound(data, _heavy_ratio(data, prior))
 
 
-def _report(data, tried, bounds, by):
+def _bound(data, ratio):
+    return float(np.max(0.5 * data.X.shape[1] * ratio
+                        * np.abs(data.lowrank.trace_residual)))
+
+
+def _captured(data, ratio):
+    basis = data.lowrank
+    total = basis.n * np.asarray(data.alpha, np.float64).sum(-1)
+    frac = 1.0 - np.abs(basis.trace_residual) / np.maximum(total, 1e-300)
+    return float(np.min(np.where(ratio > 0, frac, 1.0)))
+
+
+def _next_rank(data, ratio, r, cap):
+    """At least twice ``r``; for HSGP the smallest basis whose indicator at
+    the current modes is below RANK_TOL / 2, where larger."""
+    nxt = 2 * r
+    basis = data.lowrank
+    if basis.kind == "hsgp":
+        ind = hsgp_tail_indicator(basis, np.asarray(data.alpha, np.float64),
+                                  np.asarray(data.gammas, np.float64), ratio,
+                                  data.X.shape[1])
+        ok = np.flatnonzero(ind <= 0.5 * RANK_TOL)
+        nxt = max(nxt, int(ok[0]) if ok.size else cap)
+    return min(nxt, cap)
+
+
+def _report(data, tried, bounds, by, ratio):
     counts = np.bincount(np.asarray(data.segment), minlength=data.n_rest.size)
     return RankReport(data.lowrank.kind, data.lowrank.rank, tuple(tried),
-                      tuple(bounds), by, int(counts.max()))
+                      tuple(bounds), by, int(counts.max()),
+                      _captured(data, ratio))
 
 
 def prepare_for_fit(
@@ -98,7 +141,7 @@ def prepare_for_fit(
 
     Cost: exact O(n_gamma D m^3); low rank that of
     :func:`~bayeskde.models.prepare_inverse_gp_data` per rank tried (at most
-    log2(MAX_AUTO_RANK / 128) + 1 of them, the last dominating).
+    log2(MAX_AUTO_RANK / 32) + 1 of them, the last dominating).
     """
     m = int(np.shape(Y)[0])
     d_y = 1 if np.ndim(Y) == 1 else int(np.shape(Y)[1])
@@ -114,8 +157,10 @@ def prepare_for_fit(
                                        features=features, key=k_c,
                                        progress_bar=progress_bar)
         tried.append(r)
-        bounds.append(rank_error_bound(data, prior))
+        ratio = _heavy_ratio(data, prior)
+        bounds.append(_bound(data, ratio))
         if rank is not None or bounds[-1] <= RANK_TOL or r >= cap:
             break
-        r = min(2 * r, cap)
-    return data, _report(data, tried, bounds, "user" if rank is not None else "data")
+        r = _next_rank(data, ratio, r, cap)
+    return data, _report(data, tried, bounds,
+                         "user" if rank is not None else "data", ratio)
