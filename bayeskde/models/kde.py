@@ -170,11 +170,18 @@ class KDEGibbsPosterior(NamedTuple):
     grid_weights: Float[Array, "n_ridges grid"]
 
 
-@jax.jit
-def _loo_losses(s, U, T, loss, log_ridges):
+def _preimage_losses(F, T, loss):
+    """loss[i, j*(i)], j*(i) the other training output nearest to F_i."""
     m = T.shape[0]
     t2 = jnp.sum(T * T, axis=1)
     others = jnp.where(jnp.eye(m, dtype=bool), jnp.inf, 0.0)
+    j = jnp.argmin(t2[None, :] - 2.0 * F @ T.T + others, axis=1)
+    return loss[jnp.arange(m), j]
+
+
+@jax.jit
+def _loo_losses(s, U, T, loss, log_ridges):
+    m = T.shape[0]
 
     def one_width(args):
         s_g, U_g = args
@@ -185,12 +192,38 @@ def _loo_losses(s, U, T, loss, log_ridges):
             CinvT = U_g @ (d[:, None] * W)
             diag = jnp.sum(U_g * U_g * d[None, :], axis=1)
             F = T - CinvT / diag[:, None]  # leave-one-out predictions
-            j = jnp.argmin(t2[None, :] - 2.0 * F @ T.T + others, axis=1)
-            return loss[jnp.arange(m), j]
+            return _preimage_losses(F, T, loss)
 
         return jax.lax.map(one_ridge, log_ridges)
 
     return jax.lax.map(one_width, (s, U))
+
+
+@jax.jit
+def _loo_losses_nystroem(e, P, T, loss, log_ridges):
+    """The same on K~ = P P^T (P = U diag(sqrt(e)), the Nystroem spectra's
+    scaled eigenvectors): with rho = m gamma,
+    rho C^-1 = I - P diag(1 / (e + rho)) P^T (Woodbury), so rho C^-1 T and
+    rho diag(C^-1) cost O(m M q) and O(m M), and the rho cancels in
+    F = T - C^-1 T / diag(C^-1). Directions whose eigenvalue was set to zero
+    (round-off) are left out, as in K~."""
+    m = T.shape[0]
+
+    def one_width(args):
+        e_g, P_g = args
+        Z = P_g.T @ T
+        P2 = P_g * P_g
+        keep = e_g > 0
+
+        def one_ridge(log_ridge):
+            d = jnp.where(keep, 1.0 / (e_g + m * jnp.exp(log_ridge)), 0.0)
+            num = T - P_g @ (d[:, None] * Z)  # rho C^-1 T
+            den = 1.0 - P2 @ d  # rho diag(C^-1) > 0
+            return _preimage_losses(T - num / den[:, None], T, loss)
+
+        return jax.lax.map(one_ridge, log_ridges)
+
+    return jax.lax.map(one_width, (e, P))
 
 
 def kde_grid_loo_losses(
@@ -206,10 +239,21 @@ def kde_grid_loo_losses(
     f_-i = t_i - [C^-1 T]_i / [C^-1]_ii, the pre-image is the nearest other
     training output, and l_i = loss[i, j*(i)] (module docstring).
 
+    On Nystroem spectra (``solver="nystroem"``, the low-rank path) the
+    system matrix is K~_g + m gamma I with K~_g = Phi Phi^T the Nystroem Gram,
+    and the same identity holds exactly for it (the refit without point i
+    keeps the centres, so its Gram is K~_g without row and column i); by
+    Woodbury it costs O(m M q) a setting instead of O(m^2 q) for the system,
+    with no m x m factorisation. The output side scales with it when ``T``
+    holds Nystroem features of the output kernel (q = M_out columns, e.g.
+    :func:`bayeskde.lowrank.nystroem_features`), whose distances are the
+    Nystroem output kernel's feature-space distances.
+
     Args:
-        spectra: exact :func:`bayeskde.models.kde_spectra` output (any coords).
-        T: ``(m, q)`` output KPCA coordinates compared by the pre-image (all
-            components, as the predictor uses).
+        spectra: :func:`bayeskde.models.kde_spectra` output, exact or
+            Nystroem (any coords).
+        T: ``(m, q)`` output coordinates compared by the pre-image (all KPCA
+            components, as the predictor uses, or Nystroem output features).
         loss: ``(m, m)`` loss between training outputs, e.g. 2 - 2 L for an RBF L.
         log_ridges: ``(n_ridges,)`` log of the paper's ridge gamma.
 
@@ -217,12 +261,11 @@ def kde_grid_loo_losses(
         ``(G, n_ridges, m)`` losses.
 
     Raises:
-        ValueError: for Nystroem spectra, mismatched shapes or NaN/inf.
+        ValueError: for mismatched shapes or NaN/inf.
 
-    Cost: O(G n_r m^2 q) time, O(G n_r m + m^2) memory.
+    Cost: O(G n_r m^2 q) time (the pre-image search; the system's part is
+    O(G n_r m M q) on Nystroem spectra), O(G n_r m + m^2) memory.
     """
-    if spectra.residual is not None:
-        raise ValueError("kde_grid_loo_losses needs exact spectra (solver='exact')")
     m = spectra.eigenvectors.shape[1]
     T = as_float_array(T, "T", ndim=2)
     if T.shape[0] != m:
@@ -232,8 +275,9 @@ def kde_grid_loo_losses(
         raise ValueError(f"loss must have shape ({m}, {m}), got {tuple(loss.shape)}")
     lr = as_float_array(log_ridges, "log_ridges", ndim=1)
     dtype = spectra.eigenvalues.dtype
-    return _loo_losses(spectra.eigenvalues, spectra.eigenvectors, T.astype(dtype),
-                       loss.astype(dtype), lr.astype(dtype))
+    fn = _loo_losses if spectra.residual is None else _loo_losses_nystroem
+    return fn(spectra.eigenvalues, spectra.eigenvectors, T.astype(dtype),
+              loss.astype(dtype), lr.astype(dtype))
 
 
 def kde_gibbs_posterior(
