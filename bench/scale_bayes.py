@@ -121,6 +121,126 @@ def run_one(args):
     print(json.dumps(row), flush=True)
 
 
+def prepare_run(args):
+    """The low-rank data pass and posterior alone (no ArviZ, no predictive):
+    :func:`bayeskde.learn.inverse_rank.prepare_for_fit` (the statistics
+    sharded over every device and streamed in chunks, the rank chosen from
+    the data) and the quadrature posterior, on the S-shape at size m. One
+    JSON line: seconds, devices, host and device peak memory, the rank."""
+    import jax
+
+    from bayeskde.datasets import make_sshape
+    from bayeskde.learn.inverse_rank import prepare_for_fit
+    from bayeskde.learn.quadrature import quadrature_posterior
+    from bayeskde.models import InverseGPPrior
+
+    with jax.enable_x64(True):
+        d = jax.tree.map(np.asarray, make_sshape(jax.random.key(0), args.m))
+    prior = InverseGPPrior()
+    t0 = time.perf_counter()
+    data, rep = prepare_for_fit(jax.random.key(1), d.x_train, d.t_train, prior,
+                                "lowrank")
+    t_prep = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q = quadrature_posterior(jax.random.key(1), data, prior)
+    t_post = time.perf_counter() - t0
+    stats = getattr(jax.devices()[0], "memory_stats", lambda: None)() or {}
+    print(json.dumps({
+        "task": "sshape_prepare", "m": args.m, "backend": jax.default_backend(),
+        "devices": jax.device_count(), "dtype": str(data.X.dtype),
+        "prepare_s": round(t_prep, 1), "posterior_s": round(t_post, 1),
+        "rank": rep.rank, "ranks_tried": list(rep.tried),
+        "rank_error_bound": rep.error_bound[-1], "captured": rep.captured,
+        "pair_posterior_max": round(float(q.pair_posterior.max()), 4),
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                             / 2**20, 3),
+        "device_peak_gb": round(stats.get("peak_bytes_in_use", 0) / 2**30, 3),
+        "load1": round(os.getloadavg()[0], 2)}), flush=True)
+
+
+def kde_gibbs_run(args):
+    """The Gibbs KDE posterior (:func:`bayeskde.models.kde_gibbs_posterior`)
+    exact against low rank on the S-shape (x -> t): one JSON line.
+
+    Exact: every m x m input Gram eigendecomposed, the output coordinates the
+    KPCA components of the output RBF Gram L above 1e-10 of the largest.
+    Low rank: Nystroem input spectra on ``--kde-centres`` uniformly drawn
+    centres and, as output coordinates, the Nystroem KPCA of L on as many
+    centres (centred Nystroem features on their principal axes). Both
+    score the same (m, m) loss 2 - 2 L on the same width and ridge grids; the
+    line gives the TV between the two posteriors over (width, ridge), each
+    MAP, and the held-out loss of each model average (pre-image among the
+    training outputs, 1,000 fresh points).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from bayeskde.datasets import make_sshape
+    from bayeskde.kpca import kernel_pca, kpca_transform
+    from bayeskde.lowrank import nystroem_features, nystroem_transform, select_centers
+    from bayeskde.models import kde_gibbs_posterior, kde_grid_bma_features, kde_spectra
+
+    with jax.enable_x64(True):
+        d = jax.tree.map(np.asarray, make_sshape(jax.random.key(0), args.m))
+        held = jax.tree.map(np.asarray, make_sshape(jax.random.key(1000),
+                                                    args.n_test))
+    x, t, xs, ts = (a[:, None] for a in (d.x_train, d.t_train, held.x_train,
+                                          held.t_train))
+    m, M = args.m, args.kde_centres
+    D2, D2s = (x - x.T) ** 2, (xs - x.T) ** 2
+    gam = 1.0 / np.median((t - t.T)[np.triu_indices(m, 1)] ** 2)
+    L = np.exp(-gam * (t - t.T) ** 2)
+    loss = 2.0 - 2.0 * L
+    sigmas = np.sqrt(np.median(D2[np.triu_indices(m, 1)])) * np.array(
+        [0.03, 0.1, 0.3, 1.0, 3.0])
+    log_ridges = np.linspace(np.log(1e-8), np.log(10.0), 19)
+    K_test = np.exp(-D2s[None] / (2.0 * sigmas[:, None, None] ** 2))
+    ts_loss = 2.0 - 2.0 * np.exp(-gam * (ts - t.T) ** 2)  # (n_test, m)
+
+    def run(spectra, T, K_te):
+        post = kde_gibbs_posterior(spectra, T, loss, log_ridges)
+        F = np.asarray(kde_grid_bma_features(spectra, K_te, T, post.ridges,
+                                             post.grid_weights))
+        j = np.argmin(np.sum(T * T, 1)[None] - 2.0 * F @ np.asarray(T).T, axis=1)
+        return post, float(np.mean(ts_loss[np.arange(len(j)), j]))
+
+    t0 = time.perf_counter()
+    kp = kernel_pca(jnp.asarray(L))
+    ev = np.asarray(kp.eigenvalues)
+    T_all = np.asarray(kpca_transform(kp, jnp.asarray(L)))[:, ev > 1e-10 * ev[0]]
+    ex, ex_loss = run(kde_spectra(D2, T_all, sigmas), T_all, K_test)
+    t_ex = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    k_in, k_out = jax.random.split(jax.random.key(2))
+    c = np.sort(np.asarray(select_centers(k_in, x, M)))
+    c_out = np.asarray(select_centers(k_out, t, M))
+    rbf = {"gamma": float(gam)}
+    Phi = np.asarray(nystroem_transform(
+        "rbf", nystroem_features("rbf", t[c_out], params=rbf), t, params=rbf))
+    # the Nystroem KPCA: the centred features rotated onto their principal
+    # axes (distances kept), the negligible ones dropped as for the exact
+    s_out, V_out = np.linalg.eigh((Phi - Phi.mean(0)).T @ (Phi - Phi.mean(0)))
+    T_low = (Phi - Phi.mean(0)) @ V_out[:, s_out > 1e-10 * s_out[-1]]
+    lr, lr_loss = run(kde_spectra(D2[:, c], T_low, sigmas, solver="nystroem",
+                                  centers=c), T_low, K_test[:, :, c])
+    t_lr = time.perf_counter() - t0
+    pe, pl = (np.asarray(p.probs, np.float64) for p in (ex, lr))
+
+    def map_of(p):
+        g, r = np.unravel_index(int(np.argmax(p)), p.shape)
+        return [round(float(sigmas[g]), 5), float(np.exp(log_ridges[r]))]
+
+    print(json.dumps({
+        "task": "sshape_kde_gibbs", "m": m, "centres": M,
+        "posterior_tv": round(float(0.5 * np.abs(pe - pl).sum()), 5),
+        "map_exact": map_of(pe), "map_lowrank": map_of(pl),
+        "heldout_loss_exact": round(ex_loss, 5),
+        "heldout_loss_lowrank": round(lr_loss, 5),
+        "exact_s": round(t_ex, 1), "lowrank_s": round(t_lr, 1),
+        "dtype": str(np.asarray(ex.probs).dtype),
+        "load1": round(os.getloadavg()[0], 2)}), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+",
@@ -132,6 +252,13 @@ def main(argv=None):
     ap.add_argument("--both-precisions", action="store_true",
                     help="run the low-rank fits in float64 and float32 too and "
                          "print their agreement")
+    ap.add_argument("--kde-gibbs", action="store_true",
+                    help="instead: the Gibbs KDE posterior, exact against "
+                         "Nystroem, at each size (one process)")
+    ap.add_argument("--kde-centres", type=int, default=200)
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="instead: the low-rank data pass and quadrature "
+                         "posterior alone at each size (bench/gpu_bayes.sh)")
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds per run before it is reported as a timeout")
     # internal: one run in this process
@@ -142,6 +269,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.one:
         return run_one(args)
+    if args.kde_gibbs or args.prepare_only:
+        for m in args.sizes:
+            args.m = m
+            (kde_gibbs_run if args.kde_gibbs else prepare_run)(args)
+        return None
     envs = {p: {**os.environ, "JAX_ENABLE_X64": "1" if p == "float64" else "0"}
             for p in ("float64", "float32")}
     env = envs["float32" if args.float32 else "float64"]
