@@ -2,7 +2,8 @@
 
 Each component is fitted on the training sequences and then gives the training
 Gram matrix and the cross matrix of new sequences against the training ones, all
-cosine-normalised (unit diagonal) so that they can be summed:
+on one scale so that they can be summed: cosine-normalised (unit diagonal), or,
+for the window kernel, a unit mean diagonal on the training series:
 
 * ``"gak"``: the global alignment kernel (:func:`bayeskde.kernels.sequence.
   global_alignment_gram`, Cuturi 2011) with bandwidth ``sigma_scale`` times
@@ -11,13 +12,21 @@ cosine-normalised (unit diagonal) so that they can be summed:
   (:func:`bayeskde.kernels.sequence.signature_features`) of the path ``(t, x_t)``
   started at the origin (a basepoint, so the level is seen), the rate
   ``gamma_scale`` times the median heuristic;
+* ``"window"``: the window mean-map kernel (:mod:`bayeskde.kernels.windows`):
+  each series as the distribution of its dilated windows of 9 frames, compared by
+  the mean embedding of that distribution under step features of window
+  projections (Smola et al. 2007, eq. (1); MiniRocket's PPV features are this
+  embedding), standardised per feature with the training mean and deviation,
+  then a linear kernel divided by the number of features; on the series
+  (``representation="raw"``), their first differences (``"diff"``) or the sum of
+  both; it reads the series at full length (no PAA: spikes survive);
 * ``"lmmk"``: the latent mean-map kernel (Mehta and Gray, eqs. (22), (30)) of one
   HMM fitted on all training sequences, by EM (``hmm="em"``) or by variational
   Bayes (``hmm="bayes"``, :mod:`bayeskde.meanmap.variational`: the clique features
   averaged over the parameter posterior too), with random Fourier features of
   the observation RBF, optionally through the RBF map of eq. (24) (``nu``).
 
-Every component reads the same preprocessed frames: each series shortened to at
+The other components read the same preprocessed frames: each series shortened to at
 most ``max_length`` frames by piecewise aggregate approximation (the mean of equal
 stretches; a series' length relative to the others is kept) and, with
 ``derivative = w > 0``, its first differences times ``w`` appended as channels
@@ -40,6 +49,7 @@ from ..kernels.sequence import (
     signature_features,
 )
 from ..kernels.standard import median_gamma
+from ..kernels.windows import fit_window_map, window_mean_embedding
 from .latent import (
     continuous_latent_features,
     lmmk_diag_from_features,
@@ -49,9 +59,9 @@ from .latent import (
 )
 from .variational import fit_variational_hmm, variational_posteriors
 
-__all__ = ["FAMILIES", "preprocess", "make_component"]
+__all__ = ["FAMILIES", "preprocess", "make_component", "window_sum"]
 
-FAMILIES = ("gak", "signature", "lmmk")
+FAMILIES = ("window", "gak", "signature", "lmmk")
 
 
 def _paa(x: np.ndarray, m: int) -> np.ndarray:
@@ -216,7 +226,62 @@ class _LMMK:
         return other
 
 
+def _differences(sequences):
+    return [np.diff(s, axis=0) if len(s) > 1 else np.zeros_like(s)
+            for s in sequences]
+
+
+class _Window:
+    family = "window"
+
+    def __init__(self, representation, n_features, key):
+        self.representation, self.n_features, self.key = (representation, n_features,
+                                                          key)
+
+    def _embed(self, sequences):
+        if self.representation == "diff":
+            sequences = _differences(sequences)
+        X, lengths = pad_series(sequences)
+        return np.asarray(window_mean_embedding(X, lengths, self.map_), np.float64)
+
+    def fit(self, sequences):
+        seqs = _differences(sequences) if self.representation == "diff" else sequences
+        X, lengths = pad_series(seqs)
+        self.map_ = fit_window_map(self.key, X, lengths, n_features=self.n_features)
+        F = np.asarray(window_mean_embedding(X, lengths, self.map_), np.float64)
+        self.mean_, self.scale_ = F.mean(axis=0), F.std(axis=0)
+        self.scale_[self.scale_ < 1e-12] = 1.0
+        self.F_ = (F - self.mean_) / self.scale_
+        self.K_ = self.F_ @ self.F_.T / self.F_.shape[1]
+        return self
+
+    def cross(self, sequences):
+        F = (self._embed(sequences) - self.mean_) / self.scale_
+        return F @ self.F_.T / self.F_.shape[1]
+
+
+class _WindowSum:
+    """``(K_raw + w K_diff) / (1 + w)`` from two fitted window components."""
+
+    family = "window"
+    representation = "both"
+
+    def __init__(self, raw, diff, weight=1.0):
+        self.raw, self.diff, self.derivative = raw, diff, weight
+        self.K_ = (raw.K_ + weight * diff.K_) / (1.0 + weight)
+
+    def cross(self, sequences):
+        return (self.raw.cross(sequences) + self.derivative * self.diff.cross(
+            sequences)) / (1.0 + self.derivative)
+
+
+def window_sum(raw, diff, weight=1.0):
+    """The ``"both"`` window component from fitted ``"raw"`` and ``"diff"`` ones."""
+    return _WindowSum(raw, diff, weight)
+
+
 def make_component(family: str, **kw):
     """The component of ``family`` (one of :data:`FAMILIES`) with options ``kw``."""
-    cls = {"gak": _GAK, "signature": _Signature, "lmmk": _LMMK}[family]
+    cls = {"window": _Window, "gak": _GAK, "signature": _Signature,
+           "lmmk": _LMMK}[family]
     return cls(**kw)
