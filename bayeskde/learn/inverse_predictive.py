@@ -54,6 +54,7 @@ from jax.scipy.special import logsumexp
 from .._modes import top_k_modes
 from .._validation import as_float_array, check_integer, check_key, check_positive
 from ..models.inverse_gp_predictive import (
+    _projections,
     inverse_gp_mixture,
     mixture_log_likelihood,
     mixture_log_likelihood_each,
@@ -72,6 +73,8 @@ __all__ = [
 #: Default grid cells per output dimension (d_y = 1, 2): 512 and 100 x 100.
 DEFAULT_GRID = {1: 512, 2: 100}
 _TEST_BLOCK = 256
+#: Candidates (grid cells, seeds) per likelihood program.
+_CELL_BLOCK = 1024
 
 
 class OutputPrior(NamedTuple):
@@ -233,18 +236,27 @@ def _grid(low, high, per):
 
 
 def _blocked_loglik(mix, cand, X, test_noise):
-    """mixture_log_likelihood over test blocks of a fixed size (one program)."""
-    n = X.shape[0]
+    """mixture_log_likelihood over blocks of test inputs and of candidates of
+    fixed sizes (one compiled program; the projections of a block of
+    candidates, P x block x r, are all that is held at once, so a fine grid
+    over many pairs does not need P n_c r memory)."""
+    n, n_c = X.shape[0], cand.shape[0]
     b = min(_TEST_BLOCK, n)
-    out = []
+    bc = min(_CELL_BLOCK, n_c)
+    pad_c = -n_c % bc
+    if pad_c:
+        cand = jnp.concatenate([cand, jnp.repeat(cand[-1:], pad_c, axis=0)])
+    rows = []
     for i in range(0, n, b):
         blk = X[i:i + b]
         pad = b - blk.shape[0]
         if pad:
             blk = jnp.concatenate([blk, jnp.repeat(blk[-1:], pad, axis=0)])
-        out.append(np.asarray(mixture_log_likelihood(mix, cand, blk, test_noise)
-                              )[:b - pad])
-    return np.concatenate(out)
+        cols = [np.asarray(mixture_log_likelihood(mix, cand[j:j + bc], blk,
+                                                  test_noise))
+                for j in range(0, cand.shape[0], bc)]
+        rows.append(np.concatenate(cols, axis=1)[:b - pad, :n_c])
+    return np.concatenate(rows)
 
 
 def _draws(fit, mode, n_draws):
@@ -409,12 +421,225 @@ _refine_jit = jax.jit(_refine_impl, static_argnames=("kind",))
 _REFINE_BLOCK = 32
 
 
+def _dense_terms(mix):
+    """The y-independent factors of (M) for every component, stacked so that a
+    batch of outputs takes two matrix products instead of a scan: per pair p,
+    ``B[p]`` ``(r, C d_x)`` = a_c^2 diag(1/v_c) U^T X and ``V[p]`` ``(r, C)`` =
+    a_c^2 / v_c in the columns of the components of pair p (zero elsewhere)."""
+    P, C = mix.lam.shape[0], mix.log_w.shape[0]
+    d_x = mix.proj.shape[2]
+    inv_v = 1.0 / (mix.amplitude[:, None] * mix.lam[mix.pair] + mix.noise[:, None])
+    own = (mix.pair[None, :] == jnp.arange(P)[:, None]).astype(inv_v.dtype)  # (P, C)
+    B = (mix.amplitude[:, None, None] * inv_v[:, :, None]
+         * mix.proj[mix.pair])  # (C, r, d_x)
+    B = jnp.einsum("pc,crd->prcd", own, B).reshape(P, -1, C * d_x)
+    V = jnp.einsum("pc,cr->prc", own, mix.amplitude[:, None] ** 2 * inv_v)
+    prior_var = mix.amplitude * jnp.sum(mix.alpha[mix.pair], axis=1)  # (C,)
+    return B, V, prior_var
+
+
+def _dense_log_lik(mix, terms, y, xs, test_noise):
+    """log p(x_i | y_ij, D) for outputs ``y`` ``(b, N, d_y)`` and their test
+    inputs ``xs`` ``(b, d_x)``: :func:`mixture_log_likelihood_each` with all
+    components at once (for the small batches of the MCMC moves)."""
+    b, N, d = y.shape
+    B, V, prior_var = terms
+    C, d_x = mix.log_w.shape[0], xs.shape[1]
+    A = _projections(mix, y.reshape(b * N, d))  # (P, bN, r)
+    mean = (jnp.einsum("pnr,prk->nk", A, B).reshape(b, N, C, d_x)
+            + mix.x_mean[None, None, None])
+    var_f = prior_var[None] - jnp.einsum("pnr,prc->nc", A**2, V)
+    s2 = mix.noise[None]
+    var = (jnp.maximum(var_f, 1e-6 * s2) + test_noise * s2).reshape(b, N, C)
+    r2 = jnp.sum((xs[:, None, None, :] - mean) ** 2, axis=-1)
+    ll = -0.5 * r2 / var - 0.5 * d_x * jnp.log(2 * jnp.pi * var)
+    return logsumexp(ll + mix.log_w[None, None], axis=-1)
+
+
+def _mala_impl(mix, y0, xs, test_noise, kind, params, scale, eps0, key, n_warm,
+               n_keep, thin):
+    """Metropolis-adjusted Langevin moves (Roberts and Tweedie 1996) of the
+    chains ``y0`` ``(b, N, d)`` targeting (B) for their test inputs ``xs``, in
+    coordinates scaled by ``scale``; the step of each test row adapted to an
+    acceptance of 0.574 during the ``n_warm`` warm-up steps (Robbins-Monro on
+    its log), then held for ``n_keep`` steps of which every ``thin``-th state
+    is kept. Returns the kept states ``(b, N, n_keep / thin, d)``, each
+    chain's best log density after warm-up ``(b, N)`` and each row's
+    acceptance rate after warm-up ``(b,)``."""
+    terms = _dense_terms(mix)
+    dt = y0.dtype
+
+    def log_target(z):
+        y = z * scale[None, None]
+        lp = jax.vmap(lambda yy: _log_prior(kind, params, yy))(y)
+        return _dense_log_lik(mix, terms, y, xs, test_noise) + lp
+
+    def value_grad(z):
+        v, pull = jax.vjp(log_target, z)
+        g = pull(jnp.ones_like(v))[0]
+        ok = jnp.isfinite(v)
+        return jnp.where(ok, v, -jnp.inf), jnp.where(
+            ok[..., None] & jnp.isfinite(g), g, 0.0)
+
+    def log_q(z_to, z_from, g_from, eps):
+        mu = z_from + 0.5 * eps[:, None, None] ** 2 * g_from
+        return -0.5 * jnp.sum((z_to - mu) ** 2, -1) / eps[:, None] ** 2
+
+    def step(carry, inp):
+        z, v, g, log_eps = carry
+        k, gain = inp
+        k1, k2 = jax.random.split(k)
+        eps = jnp.exp(log_eps)
+        prop = (z + 0.5 * eps[:, None, None] ** 2 * g
+                + eps[:, None, None] * jax.random.normal(k1, z.shape, dt))
+        v1, g1 = value_grad(prop)
+        log_a = v1 - v + log_q(z, prop, g1, eps) - log_q(prop, z, g, eps)
+        log_a = jnp.where(jnp.isfinite(log_a), jnp.minimum(log_a, 0.0), -jnp.inf)
+        acc = jnp.log(jax.random.uniform(k2, v.shape, dt)) < log_a
+        z = jnp.where(acc[..., None], prop, z)
+        v = jnp.where(acc, v1, v)
+        g = jnp.where(acc[..., None], g1, g)
+        rate = jnp.mean(jnp.exp(log_a), axis=1)
+        log_eps = log_eps + gain * (rate - 0.574)
+        return (z, v, g, log_eps), (z, v, rate)
+
+    z0 = y0 / scale[None, None]
+    v0, g0 = value_grad(z0)
+    n_steps = n_warm + n_keep
+    t = jnp.arange(n_steps, dtype=dt)
+    gain = jnp.where(t < n_warm, 2.0 / jnp.sqrt(1.0 + t), 0.0)
+    log_eps0 = jnp.full((y0.shape[0],), jnp.log(eps0), dt)
+    _, (zs, vs, rates) = jax.lax.scan(step, (z0, v0, g0, log_eps0),
+                                      (jax.random.split(key, n_steps), gain))
+    kept = jnp.moveaxis(zs[n_warm + thin - 1::thin], 0, 2)  # (b, N, n_keep/thin, d)
+    best = jnp.max(vs[n_warm:], axis=0)  # (b, N)
+    return kept * scale[None, None, None], best, jnp.mean(rates[n_warm:], axis=0)
+
+
+_mala_jit = jax.jit(_mala_impl, static_argnames=("kind", "n_warm", "n_keep",
+                                                  "thin"))
+#: Test rows per MCMC program.
+_MCMC_BLOCK = 8
+
+
+def _mcmc_moves(key, mix, prior, X, test_noise, support, log_w, scale, eps0,
+                n_chains, n_warm, n_keep, thin, radius):
+    """Chains started, per test row, half at the importance population's
+    diverse high-weight points (one per separated region, so that every mode
+    found keeps a chain) and half by systematic resampling by weight, then
+    moved by :func:`_mala_impl` in fixed blocks of test rows (one compiled
+    program)."""
+    n, n_pop, d = support.shape
+    dt = mix.Y.dtype
+    half = n_chains // 2
+    top = _diverse_top(support, log_w, n_chains - half, radius)
+    u = (np.arange(half) + 0.5) / half
+    cdf = np.cumsum(np.exp(log_w), axis=1)
+    idx = np.minimum(np.array([np.searchsorted(c, u * c[-1]) for c in cdf]),
+                     n_pop - 1)
+    y0 = np.take_along_axis(support, np.concatenate([top, idx], 1)[..., None], 1)
+    pad = -n % _MCMC_BLOCK
+    y0 = np.concatenate([y0, np.repeat(y0[-1:], pad, axis=0)])
+    xs = np.concatenate([X, np.repeat(X[-1:], pad, axis=0)])
+    keys = jax.random.split(key, y0.shape[0] // _MCMC_BLOCK)
+    out = []
+    sc, e0 = jnp.asarray(scale, dt), jnp.asarray(eps0, dt)
+    for j, i in enumerate(range(0, y0.shape[0], _MCMC_BLOCK)):
+        res = _mala_jit(mix, jnp.asarray(y0[i:i + _MCMC_BLOCK], dt),
+                        jnp.asarray(xs[i:i + _MCMC_BLOCK], dt), test_noise,
+                        prior.kind, prior.params, sc, e0, keys[j], n_warm, n_keep,
+                        thin)
+        out.append([np.asarray(r, float) for r in res])
+    return tuple(np.concatenate([o[j] for o in out])[:n] for j in range(3))
+
+
+def _kde_proposal_impl(mix, centres, chol, xs, test_noise, kind, params, key,
+                       n_particles, eps):
+    """Importance sampling of (B) from a Gaussian-kernel mixture on the
+    chains' states: q = eps p(y) + (1 - eps) (1/K) sum_k N(y; c_k, L L^T) per
+    test row (centres ``(b, K, d)``, Cholesky factors ``(b, d, d)``), every
+    draw weighted by p(y | x*) p(y) / q(y). Returns particles
+    ``(b, n_particles, d)`` and their normalised log weights."""
+    b, K, d = centres.shape
+    dt = centres.dtype
+    terms = _dense_terms(mix)
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    pick = jax.random.randint(k1, (b, n_particles), 0, K)
+    loc = jnp.take_along_axis(centres, pick[..., None], 1)
+    noise = jax.random.normal(k2, (b, n_particles, d), dt)
+    y = loc + jnp.einsum("bij,bnj->bni", chol, noise)
+    from_prior = _sample_prior(kind, params, k3, b * n_particles, d, dt
+                               ).reshape(b, n_particles, d)
+    y = jnp.where(jax.random.uniform(k4, (b, n_particles, 1)) < eps, from_prior, y)
+    lp = jax.vmap(lambda yy: _log_prior(kind, params, yy))(y)
+    tgt = _dense_log_lik(mix, terms, y, xs, test_noise) + lp
+
+    def log_kde(yy, cc, L):
+        diff = yy[:, None, :] - cc[None]  # (n, K, d)
+        z = jax.scipy.linalg.solve_triangular(L, diff.reshape(-1, d).T, lower=True)
+        q = -0.5 * jnp.sum(z.T.reshape(diff.shape) ** 2, -1)
+        logdet = jnp.sum(jnp.log(jnp.diag(L)))
+        return (logsumexp(q, axis=1) - jnp.log(K) - logdet
+                - 0.5 * d * jnp.log(2 * jnp.pi))
+
+    lq = jnp.logaddexp(jnp.log(eps) + lp,
+                       jnp.log1p(-eps) + jax.vmap(log_kde)(y, centres, chol))
+    log_w = jnp.where(jnp.isfinite(tgt), tgt - lq, -jnp.inf)
+    return y, log_w - logsumexp(log_w, axis=1, keepdims=True)
+
+
+_kde_proposal_jit = jax.jit(_kde_proposal_impl, static_argnames=(
+    "kind", "n_particles"))
+
+
+def _chain_proposal(key, mix, prior, X, test_noise, states, best, n_particles,
+                    scale, eps=0.05, drop=12.0):
+    """:func:`_kde_proposal_impl` with centres the MCMC states ``(n, N, K,
+    d)`` of the chains whose best log density is within ``drop`` nats of the
+    row's best chain (the others, stuck where the mass is below e^-drop of the
+    best mode's, are replaced by copies of the best chain), and covariance the
+    pooled within-chain covariance of those chains per test row (floored at
+    1e-3 of ``scale``): a proposal shaped like each mode, whose weights restore
+    the modes' masses that the chains, which do not cross between modes,
+    cannot."""
+    n, N, K, d = states.shape
+    dt = mix.Y.dtype
+    good = best >= np.max(best, axis=1, keepdims=True) - drop  # (n, N)
+    first = np.argmax(best, axis=1)
+    states = np.where(good[..., None, None], states,
+                      states[np.arange(n), first][:, None])
+    dev = (states - states.mean(axis=2, keepdims=True)) * good[..., None, None]
+    dev = dev.reshape(n, -1, d)
+    dof = np.maximum(good.sum(1) * (K - 1), 1)
+    cov = np.einsum("nki,nkj->nij", dev, dev) / dof[:, None, None]
+    cov += np.diag((1e-3 * np.asarray(scale, float)) ** 2)[None]
+    chol = np.linalg.cholesky(cov)
+    cen = states.reshape(n, N * K, d)
+    pad = -n % _MCMC_BLOCK
+    cen = np.concatenate([cen, np.repeat(cen[-1:], pad, axis=0)])
+    ch = np.concatenate([chol, np.repeat(chol[-1:], pad, axis=0)])
+    xs = np.concatenate([X, np.repeat(X[-1:], pad, axis=0)])
+    keys = jax.random.split(key, cen.shape[0] // _MCMC_BLOCK)
+    ys, ws = [], []
+    for j, i in enumerate(range(0, cen.shape[0], _MCMC_BLOCK)):
+        sl = slice(i, i + _MCMC_BLOCK)
+        y, lw = _kde_proposal_jit(
+            mix, jnp.asarray(cen[sl], dt), jnp.asarray(ch[sl], dt),
+            jnp.asarray(xs[sl], dt), test_noise, prior.kind, prior.params, keys[j],
+            n_particles, jnp.asarray(eps, dt))
+        ys.append(np.asarray(y))
+        ws.append(np.asarray(lw))
+    return (np.concatenate(ys)[:n].astype(float),
+            np.concatenate(ws)[:n].astype(float))
+
+
 def inverse_gp_predictive(
     fit, X_test, *, mode: str = "average", n_draws: int = 100,
     method: str = "auto", n_grid: int | None = None, margin: float = 0.0,
     k: int = 3, output_prior=None, mode_radius: float | None = None,
     noisy_inputs: bool = True, refine: bool = True, n_particles: int = 256,
-    n_stages: int = 4, key: jax.Array | None = None,
+    n_stages: int = 4, n_chains: int = 32, n_mcmc_steps: int = 100,
+    key: jax.Array | None = None,
 ) -> InverseGPPredictive:
     """p(y* | x*, D) of (B) for every test input (module docstring).
 
@@ -441,7 +666,11 @@ def inverse_gp_predictive(
             than ``mode_radius``).
         n_particles, n_stages: importance sampling's draws per stage and
             stages.
-        key: PRNG key of the importance sampler (default ``key(0)``).
+        n_chains, n_mcmc_steps: the MCMC moves after importance sampling
+            (module docstring; ``n_chains=0`` skips them): chains per test
+            input and Langevin steps per chain (60% warm-up).
+        key: PRNG key of the importance sampler and the chains (default
+            ``key(0)``).
 
     Raises:
         ValueError: bad settings or test inputs with the wrong width, NaN/inf.
@@ -450,7 +679,10 @@ def inverse_gp_predictive(
     and r kept eigenvectors a pair: the grid O(n_c (P m r + C r d_x) +
     C n_test n_c d_x) time for n_c = n_grid^d_y cells, O(C n_c d_x + 256 n_c)
     memory; importance O(n_test (m + n_stages n_particles) (P m r + C r d_x))
-    time. Refinement adds about 100 evaluations of one output per mode.
+    time; the MCMC moves add n_test n_chains n_mcmc_steps gradient
+    evaluations and 4 n_particles n_test evaluations of the final importance
+    stage (together about 5x the adaptive stages' cost at the defaults).
+    Refinement adds about 100 evaluations of one output per mode.
     """
     if mode not in ("average", "map"):
         raise ValueError(f"mode must be 'average' or 'map', got {mode!r}")
@@ -474,8 +706,7 @@ def inverse_gp_predictive(
     if method == "grid" and d > 2:
         raise ValueError(f"method='grid' serves outputs of dimension <= 2, got "
                          f"{d}; use method='importance'")
-    prior = resolve_output_prior(output_prior, Y, margin,
-                                 default="uniform" if method == "grid" else "kde")
+    prior = resolve_output_prior(output_prior, Y, margin)
     dt = data.X.dtype
     mix = inverse_gp_mixture(data, *_draws(fit, mode, n_draws),
                              cache=getattr(fit, "cache", None))
@@ -499,8 +730,22 @@ def inverse_gp_predictive(
         n_particles = check_integer(n_particles, "n_particles", minimum=2)
         n_stages = check_integer(n_stages, "n_stages", minimum=1)
         key = jax.random.key(0) if key is None else check_key(key)
-        support, lp = _importance(key, mix, prior, Y, X_test, tn, n_particles,
+        n_chains = check_integer(n_chains, "n_chains", minimum=0)
+        n_mcmc_steps = check_integer(n_mcmc_steps, "n_mcmc_steps", minimum=5)
+        k_is, k_mc, k_q = jax.random.split(key, 3)
+        support, lp = _importance(k_is, mix, prior, Y, X_test, tn, n_particles,
                                   n_stages, mode_radius)
+        if n_chains >= 2:
+            n_warm = int(round(0.6 * n_mcmc_steps))
+            thin = max(1, (n_mcmc_steps - n_warm) // 10)
+            n_keep = thin * ((n_mcmc_steps - n_warm) // thin)
+            scale = _scott(Y)
+            states, best, _ = _mcmc_moves(
+                k_mc, mix, prior, X_test, tn, support, lp, scale,
+                0.3 ** (n_stages - 1), n_chains, n_warm, n_keep, thin,
+                0.5 * mode_radius)
+            support, lp = _chain_proposal(k_q, mix, prior, X_test, tn, states,
+                                          best, 4 * n_particles, scale)
         modes, masses = top_k_modes(support, np.exp(lp), k, radius=mode_radius)
         cell, shape = None, None
     if refine:

@@ -131,14 +131,14 @@ def test_grid_draws_follow_the_grid_predictive(sshape_fit):
 
 
 def test_importance_draws_match_the_grid_in_one_dimension(sshape_fit):
-    """The importance path (the one used above two outputs) run on a 1-D task:
-    its resampled draws against the fine grid's CDF, by the KS statistic at
-    the 1% critical value of its effective sample size; its modes on the
-    three branches."""
+    """The importance path (the one used above two outputs: adaptive
+    importance sampling, Langevin chains, importance sampling from the chains)
+    run on a 1-D task: its resampled draws against the fine grid's CDF (the
+    same uniform prior), by the KS statistic at the 1% critical value of its
+    effective sample size; its modes on the three branches."""
     _, fit = sshape_fit
     x = np.array([0.45])
-    fine = inverse_gp_predictive(fit, x, n_draws=20, n_grid=4000, refine=False,
-                                 output_prior="kde", margin=0.3)
+    fine = inverse_gp_predictive(fit, x, n_draws=20, n_grid=4000, refine=False)
     imp = inverse_gp_predictive(fit, x, n_draws=20, method="importance",
                                 key=jax.random.key(2))
     assert imp.method == "importance" and imp.support.shape[:2] == (1, 1024)
