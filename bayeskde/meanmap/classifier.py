@@ -8,10 +8,11 @@ exact leave-one-out error of kernel ridge regression on the one-hot codes (one
 eigendecomposition per kernel gives the LOO residuals for every ridge value;
 Rifkin and Lippert 2007, "Notes on regularized least squares", eq. (4)), then
 scores equal-weight and 1:3 sums of the best kernel of each family the same way
-("a sum learned from the data"), and keeps the best (smallest LOO squared error;
-LOO accuracy is reported). It then classifies with kernel ridge regression
-(``method="ridge"``: regularised least-squares classification, Rifkin 2002, on
-``K + 1`` so that it has an intercept, with
+("a sum learned from the data"), and keeps the best by the one-standard-error
+rule (the fewest kernels among the options within one standard error of the
+smallest LOO squared error; LOO accuracy is reported). It then classifies with
+kernel ridge regression (``method="ridge"``: regularised least-squares
+classification, Rifkin 2002, on ``K + 1`` so that it has an intercept, with
 probabilities from a softmax whose temperature minimises the LOO log loss) or an
 SVM on the precomputed kernel (``method="svm"``, C by stratified 5-fold CV).
 
@@ -326,7 +327,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                 comps.append(c)
                 scores.append(self._score(c.K_, Y, y_idx))
         best_of = {}
-        for i, (err, _, _) in enumerate(scores):
+        for i, (err, _, _, _) in enumerate(scores):
             fam = comps[i].family
             if fam not in best_of or err < scores[best_of[fam]][0]:
                 best_of[fam] = i
@@ -345,9 +346,9 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             else:
                 K = sum(wi * comps[i].K_ for i, wi in zip(sub, w, strict=True))
                 results.append(self._score(K, Y, y_idx))
-        best = int(np.argmin([r[0] for r in results]))
+        best = _one_standard_error(results, [len(sub) for sub, _ in options])
         sub, w = options[best]
-        self.loo_error_, self.loo_accuracy_, self.alpha_ = results[best]
+        self.loo_error_, self.loo_accuracy_, self.alpha_, _ = results[best]
         self.components_ = [comps[i] for i in sub]
         self.weights_ = np.asarray(w)
         self.selected_ = [dict(_describe(comps[i]), weight=wi)
@@ -356,6 +357,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                              {"sum": [_describe(comps[i]) for i in sub],
                               "weights": list(w)}, loo_error=r[0], loo_accuracy=r[1])
                         for (sub, w), r in zip(options, results, strict=True)]
+        for entry, r in zip(self.scores_, results, strict=True):
+            entry["loo_error_se"] = r[3]
         K = sum(wi * c.K_ for c, wi in zip(self.components_, self.weights_,
                                            strict=True))
         self._fit_final(K, Y, y_idx, key)
@@ -365,8 +368,10 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
     def _score(K, Y, y_idx):
         errors, preds = loo_ridge_scores(K + _INTERCEPT, Y)
         j = int(np.argmin(errors))
+        per_case = np.mean((preds[j] - Y) ** 2, axis=1)
+        se = float(per_case.std(ddof=1) / np.sqrt(len(per_case)))
         return float(errors[j]), float(np.mean(preds[j].argmax(1) == y_idx)), float(
-            _ALPHAS[j])
+            _ALPHAS[j]), se
 
     def _fit_final(self, K, Y, y_idx, key):
         n = len(y_idx)
@@ -442,6 +447,19 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.non_deterministic = False
         return tags
+
+
+def _one_standard_error(results, sizes):
+    """The one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani and
+    Friedman 2009, section 7.10): among the options whose LOO error is within
+    one standard error of the smallest, the one of fewest kernels, then the
+    smallest error. With a few dozen series the minimum over ~40 options is
+    optimistic; on ArrowHead (36 series) it picked a three-kernel sum with LOO
+    accuracy 0.94 that scored 0.77 on the test split."""
+    errs = np.array([r[0] for r in results])
+    j = int(np.argmin(errs))
+    near = np.flatnonzero(errs <= errs[j] + results[j][3])
+    return int(min(near, key=lambda i: (sizes[i], errs[i])))
 
 
 def _softmax(Z):
