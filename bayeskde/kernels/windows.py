@@ -205,7 +205,7 @@ def _tile_size(wmap, T, tile_size):
         return check_integer(tile_size, "tile_size", minimum=1)
     per = T * wmap.biases.shape[0] * wmap.weights.shape[0] * (
         wmap.weights.shape[1] * wmap.masks.shape[2] + 2)
-    return int(max(1, min(256, _TILE_FLOATS // max(per, 1))))
+    return int(max(1, min(64, _TILE_FLOATS // max(per, 1))))
 
 
 def window_mean_embedding(
@@ -234,7 +234,9 @@ def window_mean_embedding(
     """
     X, lengths = _check_series(X, lengths, "X")
     _check_map(window_map, X.shape[2])
-    tile = min(_tile_size(window_map, X.shape[1], tile_size), X.shape[0])
+    # one tile shape for any n (train and test share a compilation); padding
+    # costs at most one tile's work
+    tile = _tile_size(window_map, X.shape[1], tile_size)
     Xp, n = pad_to_multiple(X, tile)
     lp, _ = pad_to_multiple(lengths, tile)
     wm = window_map._replace(weights=jnp.asarray(window_map.weights, X.dtype),

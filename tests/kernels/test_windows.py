@@ -30,7 +30,7 @@ def _brute_embedding(X, lengths, wmap):
             for k in range(K):
                 hits, count = np.zeros(B.shape[2]), 0
                 for t in range(n):
-                    offs = [t + (l - left) * D for l in range(L)]
+                    offs = [t + (j - left) * D for j in range(L)]
                     inside = [0 <= o < n for o in offs]
                     if not S[i, k] and not all(inside):
                         continue
@@ -134,7 +134,7 @@ def test_bad_inputs(small, X, lengths, match):
         window_mean_embedding(X, lengths, small[2])
 
 
-def test_bad_parameters(rng):
+def test_bad_parameters(rng, small):
     X = rng.normal(size=(2, 10, 1))
     with pytest.raises(ValueError, match="n_features"):
         fit_window_map(jax.random.key(0), X, n_features=0)
@@ -145,7 +145,6 @@ def test_bad_parameters(rng):
     with pytest.raises(TypeError, match="WindowMap"):
         window_mean_embedding(X, None, (1, 2))
     with pytest.raises(ValueError, match="tile_size"):
-        window_mean_embedding(X, None, fit_window_map(jax.random.key(0), X),
-                              tile_size=0)
+        window_mean_embedding(small[0], None, small[2], tile_size=0)
     with pytest.raises((TypeError, ValueError), match="embeddings|parameter 'B'"):
         window_mean_map_gram(np.zeros((2, 3)), np.zeros((2, 4)))
