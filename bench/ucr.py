@@ -8,9 +8,10 @@ channels), GunPoint, ItalyPowerDemand, OSULeaf.
 
 Methods, each fitted on the training split and scored on the test split:
 
-- ``ours``: ``SequenceKernelClassifier()`` with no arguments (kernel families,
-  widths, derivative weights, HMM states, the kernel sum and the ridge chosen by
-  exact leave-one-out on the training split);
+- ``ours``: ``SequenceKernelClassifier()`` with no arguments (kernel families:
+  the window mean map, global alignment, signatures, HMM mean maps; widths,
+  derivative weights, HMM states, the kernel sum and the ridge chosen by exact
+  leave-one-out on the training split, the one-standard-error rule);
 - ``ours_lmmk_em`` / ``ours_lmmk_bayes``: the HMM latent mean-map kernel alone,
   with the EM HMM and with the variational Bayesian HMM (states and ``nu`` by
   LOO), for the issue's Bayesian-vs-EM target;
@@ -24,7 +25,7 @@ Seconds are wall-clock fit and predict times including JAX/numba compilation
 Dempster et al. (2020) and the UEA bake-off (Ruiz et al. 2021), quoted in issue 28.
 
 Prints one JSON line (``--table`` adds a Markdown table on stderr). Run:
-``python bench/ucr.py --table`` (about 15 minutes on a shared 2-core machine).
+``python bench/ucr.py --table`` (about 30 minutes on a shared 2-core machine).
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ from .transforms import fit_polynomial_transform as fit_polynomial_transform
 from .transforms import hsic_matrix as hsic_matrix
 from .transforms import polynomial_basis as polynomial_basis
 from .transforms import psd_projection as psd_projection
+from .windows import WindowMap as WindowMap
+from .windows import fit_window_map as fit_window_map
+from .windows import window_mean_embedding as window_mean_embedding
+from .windows import window_mean_map_gram as window_mean_map_gram
 
 __all__ = [
     "alignment",
@@ -88,6 +92,10 @@ __all__ = [
     "hsic_matrix",
     "polynomial_basis",
     "psd_projection",
+    "WindowMap",
+    "fit_window_map",
+    "window_mean_embedding",
+    "window_mean_map_gram",
 ]
 
 # The estimator moved from transforms.py to polynomial_transform.py (which imports

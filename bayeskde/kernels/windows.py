@@ -231,6 +231,15 @@ def window_mean_embedding(
     Raises:
         ValueError / TypeError: a wrong shape, NaN, lengths out of range, a map
             fitted for another number of channels.
+
+    Examples:
+        >>> import jax, numpy as np
+        >>> X = np.sin(np.linspace(0, 6, 40))[None, :, None].repeat(2, axis=0)
+        >>> wm = fit_window_map(jax.random.key(0), X, n_features=84)
+        >>> wm.dilations.tolist(), wm.biases.shape
+        ([1, 2, 3, 4], (4, 84, 1))
+        >>> window_mean_embedding(X, None, wm).shape
+        (2, 336)
     """
     X, lengths = _check_series(X, lengths, "X")
     _check_map(window_map, X.shape[2])
