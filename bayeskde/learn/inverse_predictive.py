@@ -22,9 +22,20 @@ is evaluated in one of two ways, chosen by the output dimension d_y:
   defensive share of the prior (it keeps the weights bounded in the tails).
   Every particle of every stage is weighted by p(y | x*) / (1/T sum_t q_t(y)),
   so the candidates are not limited to the training outputs; the effective
-  sample size per test input is returned. Draws are an importance resample of
-  that population (consistent as the population grows; the ESS says how far
-  to trust them).
+  sample size per test input is returned. That population alone degenerates
+  above two outputs (median ESS 7 of 1,024 on a three-joint arm: the modes
+  are narrower than any isotropic proposal), so it only starts
+  ``n_chains`` Langevin chains per test input (MALA, Roberts and Tweedie
+  1996; half at its diverse high-weight points, one per separated region,
+  half resampled by weight; the step adapted per test input to an acceptance
+  of 0.574 in the first 60% of ``n_mcmc_steps``). The chains do not cross
+  between modes, so their states are not the draws: they are the centres of
+  a last importance stage, q = 0.05 p(y) + 0.95 (1/K) sum_k N(y; c_k, S),
+  S the chains' pooled within-chain covariance (a proposal shaped like each
+  mode), whose 4 ``n_particles`` weighted draws restore the modes' relative
+  masses (median ESS 550 of 1,024 on the same arm). Draws are an importance
+  resample of that last stage (consistent as it grows; the ESS says how far to
+  trust them).
 
 Either way the top-k modes (:func:`bayeskde.learn.top_k_modes`) are then moved
 by BFGS to the local maxima of the model-averaged density, and a move is kept
@@ -33,8 +44,11 @@ only where it raises the density and stays within the modes' merge radius
 for another.
 
 The output prior p(y): ``None`` (data-driven: uniform on the training outputs'
-box widened by ``margin`` for the grid; Scott's Gaussian KDE of the training
-outputs for importance sampling), ``"uniform"``, ``"kde"``, a box
+box widened by ``margin``, on every path; Scott's Gaussian KDE of the
+training outputs, once the default above two outputs, reweighted the modes by
+the lumps of 500 points in 3-D and cut the 90% coverage on a yaw, shoulder
+and elbow arm from 0.875 to 0.80),
+``"uniform"``, ``"kde"``, a box
 ``(low, high)``, or any NumPyro distribution over R^{d_y} (its ``log_prob``;
 the grid covers its support where that is a bounded interval, else the
 training box).
@@ -782,8 +796,8 @@ def inverse_gp_sample(
 
     Grid (d_y <= 2): a cell by its probability, then uniform within it (exact
     for the piecewise-constant density on the grid). Importance (d_y > 2): an
-    importance resample of the adaptive population of
-    :func:`inverse_gp_predictive` (check its ``ess``).
+    importance resample of the last importance stage (from the Langevin
+    chains' states) of :func:`inverse_gp_predictive` (check its ``ess``).
 
     Args:
         key: PRNG key.
