@@ -196,14 +196,9 @@ def test_refined_modes_are_local_maxima(arm):
             step = np.linalg.solve(np.asarray(hess(y, x)), g)
             assert np.max(np.abs(step)) < (1e-5 if X64 else 2e-2)
     assert moved >= 4
-    # the refined top mode explains the markers at least as well as the raw one
-    from bayeskde.datasets import arm_forward
-
-    def rec(p):
-        r = arm_forward(p, d.link_lengths) - d.x_test
-        return np.linalg.norm(r.reshape(-1, 2, 2), axis=-1).mean()
-
-    assert rec(ref.modes[:, 0]) < rec(raw.modes[:, 0])
+    # (No claim on the markers' reconstruction: the density's maximum is not
+    # its minimiser, and the raw modes now come from the chains' importance
+    # stage already close to the maxima; the oracle is stationarity above.)
 
 
 def test_working_precision_gives_the_float64_posterior():
