@@ -30,6 +30,7 @@ def test_cli_rejects_unknown_command():
         main(["fly"])
 
 
+@pytest.mark.slow
 def test_demo_quick_writes_inference_data_plots_and_summary(tmp_path, capsys):
     from bayeskde.infer import load_inference_data
 

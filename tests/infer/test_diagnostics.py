@@ -210,6 +210,7 @@ def test_plots_write_pngs_or_return_figures(plot, fit, tmp_path):
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_ppc_asks_for_at_most_the_replicates_there_are(fit, tmp_path):
     _, _, idata = fit
     path = plot_ppc(idata, tmp_path / "all.png", num_pp_samples=10 * NUM_DRAWS)

@@ -21,6 +21,10 @@ from bayeskde.models.kernel_hyper import KernelHyperPrior
 from bayeskde.models.tgp import batch_energy, tgp_energy_batch
 from tests.helpers import X64
 
+# The deprecated fit_kernel_hyper workflow: run in CI's slow step (`-m slow`),
+# not in the default run.
+pytestmark = pytest.mark.slow
+
 
 def _sshape(n=40, seed=0):
     rng = np.random.default_rng(seed)

@@ -296,6 +296,7 @@ def _sbc_data(rng, conc_b):
     return simulate_categorical_hmm(rng, conc_b, R, N_SEQ, T_SBC)
 
 
+@pytest.mark.slow
 def test_simulation_based_calibration(vmapped_nuts, numpyro_broadcasting):
     """SBC (Talts et al. 2018) for a 2-state, 2-symbol HMM, 5 scalar parameters.
 
@@ -324,6 +325,7 @@ def test_simulation_based_calibration(vmapped_nuts, numpyro_broadcasting):
     assert res.p_pooled > 0.01, res.p_pooled
 
 
+@pytest.mark.slow
 def test_concentrated_prior_posterior_recovers_the_prior(vmapped_nuts,
                                                          numpyro_broadcasting):
     """Priors of strength 1e5 per row against 24 observations per data set: the

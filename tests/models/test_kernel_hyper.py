@@ -28,6 +28,10 @@ from bayeskde.models.kernel_hyper import (
 from tests.conftest import run_on_host_devices
 from tests.helpers import X64
 
+# The Twin GP-evidence model behind the deprecated fit_kernel_hyper: run in
+# CI's slow step (`-m slow`), not in the default run.
+pytestmark = pytest.mark.slow
+
 RTOL = 1e-8 if X64 else 2e-3
 
 
@@ -123,6 +127,7 @@ sys.path.insert(0, {root!r})
 from bayeskde.models.kernel_hyper import (
     default_kernel_hyper_prior, posterior_predictive_draw, prepare_kernel_hyper_data)
 from tests.models.test_kernel_hyper import PARAMS, _toy
+
 X, Y = _toy(m=8)
 data = prepare_kernel_hyper_data(X, Y)
 prior = default_kernel_hyper_prior(data, max_degree_x=2, max_degree_y=2,

@@ -139,6 +139,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sharded_predictions_on_eight_devices_equal_one(tmp_path):
     many = run_on_host_devices(SCRIPT, tmp_path / "out.npz")
     assert int(many["devices"]) == 8
