@@ -32,6 +32,7 @@ __all__ = [
     "check_nonnegative",
     "check_integer",
     "check_same_length",
+    "check_padded_series",
     "is_string_data",
     "num_samples",
     "sklearn_expected_failed_checks",
@@ -356,6 +357,30 @@ def check_data(data, name: str, *, min_samples: int = 1, allow_1d: bool = True):
         )
     return out
 
+
+
+def check_padded_series(X, lengths, name: str):
+    """A padded batch of sequences: ``X`` a non-empty real ``(n, T_max, d)`` array and
+    ``lengths`` ``(n,)`` integers in ``[1, T_max]`` (``None``: all ``T_max``). Returns
+    ``(X, lengths)`` as fresh float_dtype() and int32 NumPy arrays."""
+    X = np.asarray(X)
+    if X.ndim != 3 or min(X.shape) < 1:
+        raise ValueError(
+            f"{name} must be a non-empty (n, T_max, d) array, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise TypeError(f"{name} must be real numbers, got {X.dtype}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or inf")
+    if lengths is None:
+        lengths = np.full(X.shape[0], X.shape[1])
+    lengths = np.asarray(lengths)
+    if lengths.shape != (X.shape[0],) or not np.issubdtype(lengths.dtype, np.integer):
+        raise ValueError(f"lengths of {name} must be ({X.shape[0]},) integers, got "
+                         f"{lengths.shape} {lengths.dtype}")
+    if lengths.min() < 1 or lengths.max() > X.shape[1]:
+        raise ValueError(f"lengths of {name} must lie in [1, {X.shape[1]}], got "
+                         f"values in [{lengths.min()}, {lengths.max()}]")
+    return X.astype(_float_dtype()), lengths.astype(np.int32)
 
 
 def check_same_length(a, b, name_a: str, name_b: str) -> None:

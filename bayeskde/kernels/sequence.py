@@ -45,7 +45,7 @@ from jax import lax
 from jaxtyping import Array, Float, Int
 
 from .._typing import ArrayLike, float_dtype
-from .._validation import check_integer, check_positive
+from .._validation import check_integer, check_padded_series, check_positive
 
 __all__ = [
     "pad_series",
@@ -59,29 +59,6 @@ __all__ = [
 
 DEFAULT_BLOCK_SIZE = 512
 """Sequence pairs per compiled block of the alignment recursion."""
-
-
-def _check_padded(X, lengths, name):
-    X = np.asarray(X)
-    if X.ndim != 3 or X.shape[0] < 1 or X.shape[1] < 1 or X.shape[2] < 1:
-        raise ValueError(
-            f"{name} must be a non-empty (n, T_max, d) array, got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-        raise TypeError(f"{name} must be real numbers, got {X.dtype}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or inf")
-    if lengths is None:
-        lengths = np.full(X.shape[0], X.shape[1])
-    lengths = np.asarray(lengths)
-    if lengths.shape != (X.shape[0],) or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(
-            f"lengths of {name} must be ({X.shape[0]},) integers, got "
-            f"{lengths.shape} {lengths.dtype}")
-    if lengths.min() < 1 or lengths.max() > X.shape[1]:
-        raise ValueError(
-            f"lengths of {name} must lie in [1, {X.shape[1]}], got values in "
-            f"[{lengths.min()}, {lengths.max()}]")
-    return X.astype(float_dtype()), lengths.astype(np.int32)
 
 
 def pad_series(X) -> tuple[np.ndarray, np.ndarray]:
@@ -219,9 +196,9 @@ def log_global_alignment(
     sigma = check_positive(sigma, "sigma")
     tri = check_integer(triangular, "triangular", minimum=0)
     block_size = check_integer(block_size, "block_size", minimum=1)
-    XA, la = _check_padded(A, lengths_a, "A")
+    XA, la = check_padded_series(A, lengths_a, "A")
     sym = B is None
-    XB, lb = (XA, la) if sym else _check_padded(B, lengths_b, "B")
+    XB, lb = (XA, la) if sym else check_padded_series(B, lengths_b, "B")
     if XA.shape[2] != XB.shape[2]:
         raise ValueError(
             f"A and B must have the same d, got {XA.shape[2]} and {XB.shape[2]}")
@@ -287,7 +264,7 @@ def global_alignment_gram(
 
 
 def _self_log_gak(X, lengths, kw):
-    Xc, lc = _check_padded(X, lengths, "A")
+    Xc, lc = check_padded_series(X, lengths, "A")
     dtype = float_dtype()
     idx = np.arange(Xc.shape[0])
     inv = jnp.asarray(1.0 / (2.0 * check_positive(kw["sigma"], "sigma") ** 2), dtype)
@@ -309,7 +286,7 @@ def gak_sigma(
     The median runs over at most ``max_samples`` random frame pairs (NumPy
     generator ``seed``). Cost O(max_samples d).
     """
-    Xc, lc = _check_padded(X, lengths, "X")
+    Xc, lc = check_padded_series(X, lengths, "X")
     rng = np.random.default_rng(seed)
     n = Xc.shape[0]
     i, j = rng.integers(0, n, max_samples), rng.integers(0, n, max_samples)
@@ -389,7 +366,7 @@ def signature_features(
         ``(n, signature_dimension(d, depth))`` array.
     """
     depth = check_integer(depth, "depth", minimum=1, maximum=12)
-    Xc, lc = _check_padded(X, lengths, "X")
+    Xc, lc = check_padded_series(X, lengths, "X")
     if signature_dimension(Xc.shape[2], depth) > 2_000_000:
         raise ValueError(
             f"depth={depth} with d={Xc.shape[2]} gives "

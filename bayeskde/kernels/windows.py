@@ -54,7 +54,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._linalg import pad_to_multiple
 from .._typing import ArrayLike, float_dtype
-from .._validation import check_integer, check_key
+from .._validation import check_integer, check_key, check_padded_series
 
 __all__ = [
     "WindowMap",
@@ -119,27 +119,6 @@ def window_dilations(n_steps: int, length: int = 9, max_dilations: int = 32):
     top = max(1.0, (n_steps - 1) / (length - 1))
     s = np.linspace(0.0, math.log2(top), max_dilations)
     return np.unique(np.floor(2.0 ** s).astype(np.int64))
-
-
-def _check_series(X, lengths, name):
-    X = np.asarray(X)
-    if X.ndim != 3 or min(X.shape) < 1:
-        raise ValueError(
-            f"{name} must be a non-empty (n, T_max, d) array, got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-        raise TypeError(f"{name} must be real numbers, got {X.dtype}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or inf")
-    if lengths is None:
-        lengths = np.full(X.shape[0], X.shape[1])
-    lengths = np.asarray(lengths)
-    if lengths.shape != (X.shape[0],) or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"lengths of {name} must be ({X.shape[0]},) integers, got "
-                         f"{lengths.shape} {lengths.dtype}")
-    if lengths.min() < 1 or lengths.max() > X.shape[1]:
-        raise ValueError(f"lengths of {name} must lie in [1, {X.shape[1]}], got "
-                         f"values in [{lengths.min()}, {lengths.max()}]")
-    return X.astype(float_dtype()), lengths.astype(np.int32)
 
 
 def _check_map(wmap, d):
@@ -241,7 +220,7 @@ def window_mean_embedding(
         >>> window_mean_embedding(X, None, wm).shape
         (2, 336)
     """
-    X, lengths = _check_series(X, lengths, "X")
+    X, lengths = check_padded_series(X, lengths, "X")
     _check_map(window_map, X.shape[2])
     # one tile shape for any n (train and test share a compilation); padding
     # costs at most one tile's work
@@ -306,7 +285,7 @@ def fit_window_map(
         ValueError / TypeError: bad shapes or values, a bad key.
     """
     key = check_key(key)
-    X, lengths = _check_series(X, lengths, "X")
+    X, lengths = check_padded_series(X, lengths, "X")
     n_features = check_integer(n_features, "n_features", minimum=1)
     weights = window_weights(length)
     K, d = weights.shape[0], X.shape[2]
