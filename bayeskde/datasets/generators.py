@@ -329,7 +329,8 @@ def make_sshape(key: jax.Array, n_train: int = 500) -> SShape:
     Training: t ~ U(0, 1), x = t + 0.3 sin(2 pi t) + N(0, 0.05^2). Test: the grid
     t = 0, 0.002, ..., 0.998 and its noise-free x. x is many-to-one in t for
     x in about (0.35, 0.65), so the inverse map t(x) has up to three branches.
-    Arrays are float64 NumPy arrays; the same key gives the same data.
+    Arrays are float64 NumPy arrays; the same key gives the same data under
+    one JAX precision (JAX's generator draws other numbers with x64 on).
 
     Examples:
         >>> d = make_sshape(jax.random.key(0), 50)
