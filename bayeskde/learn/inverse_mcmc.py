@@ -12,7 +12,7 @@ from jax.scipy.special import logsumexp
 
 from ..models.inverse_gp_predictive import _projections, mixture_log_likelihood_each
 from ..tgp import tgp_minimize
-from .inverse_predictive import _diverse_top, _log_prior, _sample_prior
+from ._prior_draws import _diverse_top, _log_prior, _sample_prior
 
 
 def _pad_rows(a, block):

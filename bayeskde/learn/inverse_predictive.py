@@ -72,6 +72,8 @@ from ..models.inverse_gp_predictive import (
     mixture_log_likelihood,
     mixture_log_likelihood_each,
 )
+from ._prior_draws import _diverse_top, _log_prior, _sample_prior
+from .inverse_mcmc import _chain_proposal, _mcmc_moves, _refine_modes
 
 __all__ = [
     "OutputPrior",
@@ -178,36 +180,6 @@ def resolve_output_prior(spec, Y, margin: float = 0.0, *, default: str = "unifor
                     f"{type(spec).__name__}")
 
 
-def _log_prior(kind, params, y):
-    """Normalised log p(y) for outputs ``y`` (n, d)."""
-    if kind == "box":
-        low, high = params
-        inside = jnp.all((y >= low[None]) & (y <= high[None]), axis=-1)
-        return jnp.where(inside, -jnp.sum(jnp.log(high - low)), -jnp.inf)
-    if kind == "kde":
-        centres, h = params
-        z = (y[:, None, :] - centres[None]) / h[None, None]
-        d = y.shape[-1]
-        return (logsumexp(-0.5 * jnp.sum(z * z, axis=-1), axis=1)
-                - jnp.log(centres.shape[0]) - jnp.sum(jnp.log(h))
-                - 0.5 * d * jnp.log(2 * jnp.pi))
-    lp = params.log_prob(y)
-    return jnp.sum(lp, axis=-1) if lp.ndim == 2 else lp
-
-
-def _sample_prior(kind, params, key, n, d, dtype):
-    if kind == "box":
-        low, high = params
-        return low[None] + (high - low)[None] * jax.random.uniform(key, (n, d), dtype)
-    if kind == "kde":
-        centres, h = params
-        k1, k2 = jax.random.split(key)
-        i = jax.random.randint(k1, (n,), 0, centres.shape[0])
-        return centres[i] + h[None] * jax.random.normal(k2, (n, d), dtype)
-    out = params.sample(key, (n,))
-    return out.reshape(n, d).astype(dtype)
-
-
 class InverseGPPredictive(NamedTuple):
     """Result of :func:`inverse_gp_predictive`.
 
@@ -301,28 +273,6 @@ def _mixture_log_q(y, centres, h, eps, kind, params):
                              jnp.log1p(-eps) + lg)
 
     return jax.vmap(one)(centres, h)
-
-
-def _diverse_top(pts, score, J, radius):
-    """Indices ``(n, J)`` of J high-scoring points per row, each farther than
-    ``radius`` from those chosen before it while such points remain (then the
-    best of the rest): every separated region of high density keeps a centre,
-    so one branch cannot take all of them."""
-    n = score.shape[0]
-    rows = np.arange(n)
-    free = np.isfinite(score)
-    taken = np.zeros_like(free)
-    out = np.empty((n, J), dtype=int)
-    for j in range(J):
-        pick_free = np.where(free & ~taken, score, -np.inf)
-        pick_any = np.where(~taken, score, -np.inf)
-        i = np.where(np.isfinite(pick_free.max(1)), pick_free.argmax(1),
-                     pick_any.argmax(1))
-        out[:, j] = i
-        taken[rows, i] = True
-        d2 = np.sum((pts - pts[rows, i][:, None, :]) ** 2, axis=-1)
-        free &= d2 > radius**2
-    return out
 
 
 def _importance(key, mix, prior, Y, X, test_noise, n_particles, n_stages, radius,
@@ -482,8 +432,6 @@ def inverse_gp_predictive(
         support, lp = _importance(k_is, mix, prior, Y, X_test, tn, n_particles,
                                   n_stages, mode_radius)
         if n_chains >= 2:
-            from .inverse_mcmc import _chain_proposal, _mcmc_moves
-
             n_warm = int(round(0.6 * n_mcmc_steps))
             thin = max(1, (n_mcmc_steps - n_warm) // 10)
             n_keep = thin * ((n_mcmc_steps - n_warm) // thin)
@@ -497,8 +445,6 @@ def inverse_gp_predictive(
         modes, masses = top_k_modes(support, np.exp(lp), k, radius=mode_radius)
         cell, shape = None, None
     if refine:
-        from .inverse_mcmc import _refine_modes
-
         modes = _refine_modes(mix, prior, X_test, modes, tn, mode_radius)
     ess = 1.0 / np.sum(np.exp(2 * lp), axis=1)
     return InverseGPPredictive(support, lp, modes, masses, cell, method, ess, shape,
