@@ -38,9 +38,14 @@ from ..models.inverse_gp import (
     pair_log_joint,
 )
 from ..models.inverse_gp_lowrank import lowrank_replicates
+from ..models.inverse_gp_predictive import _projections, inverse_gp_mixture
+from ..models.inverse_noise import ResidualNoise, fit_residual_noise, gp_loo
 from ..tgp.modes import Modes
 from .inverse_predictive import (
     InverseGPPredictive,
+    NUTSReport,
+    _draws,
+    inverse_gp_nuts,
     inverse_gp_predictive,
     inverse_gp_sample,
 )
@@ -49,15 +54,51 @@ from .inverse_svi import svi_posterior
 from .quadrature import quadrature_posterior
 
 __all__ = [
+    "NOISE",
+    "ForwardNoise",
+    "choose_forward_noise",
     "InverseGPFit",
     "fit_inverse_gp",
     "InverseGPPredictive",
     "inverse_gp_predictive",
     "inverse_gp_sample",
+    "inverse_gp_nuts",
+    "NUTSReport",
     "InverseGPRegressor",
 ]
 
 _CONTINUOUS = ("amplitude", "noise")
+#: The forward-noise models of :func:`fit_inverse_gp`.
+NOISE = ("auto", "gaussian", "residual")
+
+
+class ForwardNoise(NamedTuple):
+    """The forward noise a fit uses (:func:`choose_forward_noise`).
+
+    Attributes:
+        kind: ``"gaussian"`` (the model's N(0, s^2 I), model-averaged as the
+            predictive's ``mode`` says) or ``"residual"`` (the kernel density
+            (R) of the MAP GP's leave-one-out residuals,
+            :mod:`bayeskde.models.inverse_noise`).
+        requested: what was asked (``"auto"``, ``"gaussian"``, ``"residual"``).
+        residual: the :class:`~bayeskde.models.inverse_noise.ResidualNoise`
+            (``None`` for ``kind="gaussian"`` unless it was computed for
+            ``"auto"``'s comparison).
+        loo_gaussian, loo_residual: the mean leave-one-out log density of x
+            given y over the training pairs under either noise (``None``
+            where not computed).
+        loo_difference_se: the standard error of the mean of the per-point
+            differences (residual minus Gaussian).
+        bandwidth: the residual density's h.
+    """
+
+    kind: str
+    requested: str
+    residual: ResidualNoise | None = None
+    loo_gaussian: float | None = None
+    loo_residual: float | None = None
+    loo_difference_se: float | None = None
+    bandwidth: float | None = None
 
 
 class InverseGPFit(NamedTuple):
@@ -90,6 +131,91 @@ class InverseGPFit(NamedTuple):
     cache: dict | None = None
     approx: str = "exact"
     rank: RankReport | None = None
+    noise: ForwardNoise | None = None
+
+
+def _train_U(mix, data, p):
+    """The orthonormal U ``(m, r)`` of pair ``p`` of ``mix`` at the training
+    outputs: the exact eigenvectors, or for a low-rank fit A(Y) Lambda^-1
+    (A = k(Y)^T U = U Lambda for the feature map's Gram F F^T =
+    U Lambda U^T), computed in row blocks; zero columns where lambda is."""
+    if mix.basis is None:
+        return mix.U[p]
+    Y = jnp.asarray(data.Y, mix.lam.dtype)
+    A = jnp.concatenate([_projections(mix, Y[i:i + 4096])[p]
+                         for i in range(0, Y.shape[0], 4096)])
+    lam = mix.lam[p]
+    return jnp.where(lam[None] > 0, A / jnp.where(lam > 0, lam, 1.0)[None], 0.0)
+
+
+@jax.jit
+def _gauss_loo_one(U, lam, X, amp, s2):
+    r, var = gp_loo(U, lam, X, amp, s2)
+    d = X.shape[1]
+    return (-0.5 * jnp.sum(r**2, axis=1) / var
+            - 0.5 * d * jnp.log(2 * jnp.pi * var))
+
+
+def choose_forward_noise(fit, noise: str = "auto", *, n_draws: int = 100,
+                         mode: str = "average") -> ForwardNoise:
+    """The forward noise of a fit: Gaussian, residual, or (``"auto"``) the
+    one of higher leave-one-out (LOO) log density of x given y on the
+    training pairs.
+
+    ``"residual"`` is the density (R) of :mod:`bayeskde.models.inverse_noise`
+    at the MAP (rate, degree, amplitude, noise) of the fit, not an average
+    over the posterior's draws: the residual density is nonparametric, so it
+    absorbs most of what the draws' spread of noise levels expresses, and
+    averaging it over the predictive's up to 256 components would multiply the
+    cost of every evaluation of the predictive by that many (each component
+    has its own m residuals). At the sbibm tasks' 1,000 simulations the pair
+    posterior is concentrated (the MAP pair's mass is reported by
+    ``bench/sbi.py``).
+
+    ``"auto"`` compares the two predictives the user would get, by their exact
+    LOO log density on the training data (never on test data): the Gaussian
+    noise averaged over the components of ``mode`` / ``n_draws`` (the
+    predictive's defaults), the residual density at the MAP (h chosen by the
+    same criterion, one parameter from a grid of 40). It keeps the residual
+    density only where its mean LOO log density is higher by more than two
+    standard errors of the mean per-point difference: on data with Gaussian
+    noise the two are close, and the Gaussian (the model's own likelihood, with
+    the model average) is kept. Measured (``bench/sbi.py``,
+    ``bench/inverse_defaults.py``): see ``docs/sbi.md``.
+
+    Cost: O(C m r d_x) for the C components (the pairs' spectra are the
+    predictive's, memoised in ``fit.cache``) plus O(40 m^2 d_x) for the
+    bandwidth.
+    """
+    if not isinstance(noise, str) or noise not in NOISE:
+        raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
+    if noise == "gaussian":
+        return ForwardNoise("gaussian", noise)
+    data, cache = fit.data, fit.cache
+    dt = data.X.dtype
+    X = jnp.asarray(data.X, dt)
+    amp, s2 = fit.map_params["amplitude"], fit.map_params["noise"]
+    mix_map = inverse_gp_mixture(data, *_draws(fit, "map", 1), cache=cache)
+    U = _train_U(mix_map, data, 0)
+    r, var = gp_loo(U, mix_map.lam[0], X, jnp.asarray(amp, dt),
+                    jnp.asarray(s2, dt))
+    res, loo_res = fit_residual_noise(r, jnp.maximum(var - s2, 0.0))
+    h = float(res.bandwidth)
+    if noise == "residual":
+        return ForwardNoise("residual", noise, res, None,
+                            float(np.mean(loo_res)), None, h)
+    mix = inverse_gp_mixture(data, *_draws(fit, mode, n_draws), cache=cache)
+    Us = [_train_U(mix, data, p) for p in range(mix.lam.shape[0])]
+    ll = np.stack([np.asarray(_gauss_loo_one(
+        Us[int(mix.pair[c])], mix.lam[int(mix.pair[c])], X, mix.amplitude[c],
+        mix.noise[c]), float) for c in range(mix.log_w.shape[0])])  # (C, m)
+    lw = np.asarray(mix.log_w, float)[:, None]
+    loo_gauss = np.logaddexp.reduce(ll + lw, axis=0)
+    diff = np.asarray(loo_res, float) - loo_gauss
+    se = float(np.std(diff, ddof=1) / np.sqrt(len(diff)))
+    kind = "residual" if float(np.mean(diff)) > 2.0 * se else "gaussian"
+    return ForwardNoise(kind, noise, res, float(np.mean(loo_gauss)),
+                        float(np.mean(loo_res)), se, h)
 
 
 def fit_inverse_gp(
@@ -98,7 +224,7 @@ def fit_inverse_gp(
     num_warmup: int = 500, num_samples: int = 500,
     num_chains: int = 4, progress_bar: bool = True,
     posterior_predictive: bool = True, n_replicates: int = 100,
-    num_steps: int = 2000,
+    num_steps: int = 2000, noise: str = "auto",
 ) -> InverseGPFit:
     """Posterior of the forward GP (F) of :mod:`bayeskde.models.inverse_gp`.
 
@@ -133,7 +259,13 @@ def fit_inverse_gp(
             (:func:`bayeskde.learn.inverse_rank.prepare_for_fit`), reported
             as ``fit.rank``.
         posterior_predictive: draw ``n_replicates`` replicates of X (evenly
-            thinned draws) for the posterior predictive check.
+            thinned draws) for the posterior predictive check (of the
+            Gaussian noise model's x, whichever ``noise`` is chosen).
+        noise: the forward noise the predictive uses
+            (:func:`choose_forward_noise`): ``"auto"`` (the one of higher
+            leave-one-out log density of x given y on the training data),
+            ``"gaussian"`` or ``"residual"``; ``fit.noise`` says which and
+            why.
 
     Raises:
         ValueError: bad data or sampler settings, before any sampling.
@@ -146,6 +278,8 @@ def fit_inverse_gp(
     if method not in ("nuts", "quadrature", "svi"):
         raise ValueError(f"method must be 'nuts', 'quadrature' or 'svi', got "
                          f"{method!r}")
+    if not isinstance(noise, str) or noise not in NOISE:
+        raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
     t0 = time.perf_counter()
     prior = InverseGPPrior() if prior is None else prior
     data, rank_report = prepare_for_fit(key, X, Y, prior, approx, rank,
@@ -228,9 +362,11 @@ def fit_inverse_gp(
         report, pair_posterior = q.report, cond.mean(axis=(0, 1))
     else:
         report, pair_posterior = q.report, q.pair_posterior
-    return InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
-                        prior, cache, "exact" if data.lowrank is None else
-                        "lowrank", rank_report)
+    fit = InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
+                       prior, cache, "exact" if data.lowrank is None else
+                       "lowrank", rank_report)
+    fit = fit._replace(noise=choose_forward_noise(fit, noise))
+    return fit._replace(runtime_s=time.perf_counter() - t0)
 
 
 def _quadrature_samples(q, data, num_chains, num_samples):
@@ -294,6 +430,15 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     ``X`` is 2-D ``(m, d_x)`` as in scikit-learn (``x[:, None]`` for one
     feature); ``Y`` may be 1-D.
 
+    ``noise`` is the forward noise (:func:`choose_forward_noise`):
+    ``"auto"`` (default) keeps the model's Gaussian noise unless a kernel
+    density of the GP's leave-one-out residuals has a higher leave-one-out
+    log density of the training inputs given their outputs (by more than two
+    standard errors); ``"gaussian"``, ``"residual"`` force one. ``fit_.noise``
+    says which was chosen and the two scores. ``sample`` draws by the grid
+    for one or two outputs and by NUTS above (``sample_report_`` then holds
+    the chains' R-hat, ESS and divergences).
+
     Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
 
         reg = InverseGPRegressor(key=jax.random.key(0)).fit(X, Y)
@@ -305,7 +450,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
                  method="quadrature",
                  approx="auto", rank=None, num_warmup=500, num_samples=500,
                  num_chains=4, mode="average", n_draws=100, n_grid=None,
-                 noisy_inputs=True, progress_bar=False):
+                 noisy_inputs=True, progress_bar=False, noise="auto"):
         self.prior = prior
         self.key = key
         self.output_prior = output_prior
@@ -320,6 +465,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self.n_grid = n_grid
         self.noisy_inputs = noisy_inputs
         self.progress_bar = progress_bar
+        self.noise = noise
 
     def fit(self, X, Y):
         if Y is None:
@@ -332,7 +478,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
             key, X, Y, self.prior, method=self.method, approx=self.approx,
             rank=self.rank, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
-            progress_bar=self.progress_bar)
+            progress_bar=self.progress_bar, noise=self.noise)
         self.n_outputs_ = self.fit_.data.Y.shape[1]
         self.n_features_in_ = self.fit_.data.X.shape[1]
         return self
@@ -384,7 +530,9 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
 
     def sample(self, X, num_samples: int = 1000, *, key=None) -> np.ndarray:
         """``(n_test, num_samples, d_y)`` draws of p(y* | x*, D)
-        (:func:`inverse_gp_sample`); ``key`` defaults to ``key(1)``."""
+        (:func:`inverse_gp_sample`: the grid for d_y <= 2, NUTS above, whose
+        :class:`NUTSReport` is kept as ``sample_report_``); ``key`` defaults
+        to ``key(1)``."""
         self._check_fitted()
         X = _estimator_X(X, "sample", self.n_features_in_)
         key = jax.random.key(1) if key is None else key
@@ -394,9 +542,14 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         memo, tag = self._memo(X)
         last = memo.get("_last_predictive")
         if last is not None and last[0] == tag:
-            return inverse_gp_sample(key, self.fit_, X, num_samples,
-                                     predictive=last[2])
-        return inverse_gp_sample(
-            key, self.fit_, X, num_samples, mode=self.mode, n_draws=self.n_draws,
-            n_grid=self.n_grid, output_prior=self.output_prior,
-            noisy_inputs=self.noisy_inputs)
+            draws, report = inverse_gp_sample(key, self.fit_, X, num_samples,
+                                              predictive=last[2],
+                                              return_report=True)
+        else:
+            draws, report = inverse_gp_sample(
+                key, self.fit_, X, num_samples, mode=self.mode,
+                n_draws=self.n_draws, n_grid=self.n_grid,
+                output_prior=self.output_prior, noisy_inputs=self.noisy_inputs,
+                return_report=True)
+        self.sample_report_ = report
+        return draws

@@ -41,6 +41,7 @@ from ..kernels import squared_distances
 from ._inverse_gp_base import rbf_powers as _rbf_powers
 from .inverse_gp import InverseGPData, _as_2d
 from .inverse_gp_lowrank import feature_projections, lowrank_pair_spectrum
+from .inverse_noise import residual_log_likelihood
 
 __all__ = [
     "InverseGPMixture",
@@ -69,6 +70,13 @@ class InverseGPMixture(NamedTuple):
     and ``basis`` the static
     :class:`~bayeskde.models.inverse_gp_lowrank.LowRankBasis` (``None``
     exact): evaluating it at an output costs O(P R r), independent of m.
+
+    ``noise_model``: ``None`` for the model's Gaussian noise N(0, s^2 I), or a
+    :class:`~bayeskde.models.inverse_noise.ResidualNoise`: the noise of noisy
+    test inputs is then the kernel density (R) of the GP's leave-one-out
+    residuals (:mod:`bayeskde.models.inverse_noise`; the predictive builds it
+    with one component, the MAP). Test inputs without noise
+    (``test_noise`` 0) keep N(mu, var_f I) either way.
     """
 
     Y: Float[Array, "m d_y"]
@@ -83,6 +91,7 @@ class InverseGPMixture(NamedTuple):
     log_w: Float[Array, " n_comp"]
     x_mean: Float[Array, " d_x"]
     basis: object = None
+    noise_model: object = None
 
 
 def _pair_spectrum(data, g, d, cache):
@@ -230,6 +239,9 @@ def _log_likelihood(mix, A_all, X, test_noise):
         r2 = x2 - 2.0 * X @ mu.T + jnp.sum(mu**2, axis=1)[None, :]
         ll = -0.5 * jnp.maximum(r2, 0.0) / var[None] - 0.5 * d_x * jnp.log(
             2 * jnp.pi * var)[None]
+        if mix.noise_model is not None:
+            ll = jnp.where(test_noise > 0, residual_log_likelihood(
+                mix.noise_model, mu, jnp.maximum(vf, 0.0), X), ll)
         return jnp.logaddexp(acc, ll + mix.log_w[c]), None
 
     init = jnp.full((X.shape[0], A_all.shape[1]), -jnp.inf, A_all.dtype)
