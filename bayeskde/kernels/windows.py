@@ -36,9 +36,14 @@ archive's series are z-normalised, 0 is their mean); for the other half only the
 windows that lie inside the series (``"valid"``). A series too short to hold a
 valid window at some dilation gets zeros for those features.
 
-Cost: O(n T L d K) for the projections per dilation and O(n T K log T) for the
-sorted counts; memory O(tile T K) per compiled call, ``tile`` series at a time, so
-that 1,000 series of length 500 run in a few hundred megabytes.
+Cost: O(n T L d K) for the projections per dilation and O(n T K Q) compares for
+the counts; memory O(tile T (L d + K)) per dilation, ``tile`` series at a time
+(dilations in a ``lax.map``), so that 1,000 series of length 500 run in a few
+megabytes. The window columns are shifted slices of the zero-padded series (no
+gather) and the counts reduce along ``t`` with the kernels as the minor axis;
+on ACSF1 (100 series of 1,460 steps, 10,920 features) this embeds the training
+series in 0.4 s warm, against 6.7 s for the earlier per-series ``vmap`` over
+dilations with a gather and a ``(T, K, Q)`` compare (2 cores, float32).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._linalg import pad_to_multiple
@@ -66,8 +72,10 @@ __all__ = [
     "window_mean_map_gram",
 ]
 
-_TILE_FLOATS = 1 << 24
-"""Floats of projections per compiled call (64 MB in float32)."""
+_TILE_FLOATS = 1 << 19
+"""Floats of windows and projections per dilation and compiled call (2 MB in
+float32: a tile's working set stays in cache; on ACSF1, 1,460 steps, tiles of 4
+series embed 96 series in 0.4 s, tiles of 16 in 0.8 s)."""
 
 
 class WindowMap(NamedTuple):
@@ -148,24 +156,47 @@ def _project_one(x, n, weights, masks, dilation, same):
     return z, counted
 
 
-def _embed_one(x, n, weights, masks, biases, same, dilation):
-    """``mu_kj`` ``(K, Q)``: the fraction of counted windows with projection above
-    ``b_kj`` (the compare and the sum fuse: no ``(T, K, Q)`` array is stored)."""
-    z, counted = _project_one(x, n, weights, masks, dilation, same)
-    above = (z[:, :, None] > biases.astype(z.dtype)[None]) & counted[:, :, None]
-    nv = counted.sum(axis=0)[:, None]
-    return jnp.where(nv > 0, above.sum(axis=0) / jnp.maximum(nv, 1), 0.0).astype(
-        x.dtype)
+def _window_offsets(L):
+    left = (L - 1) // 2
+    return left, [j - left for j in range(L)]
 
 
-@jax.jit
-def _embed_tile(X, lengths, wmap):
-    def per_series(x, n):
-        f = jax.vmap(_embed_one, in_axes=(None, None, None, 0, 0, 0, 0))(
-            x, n, wmap.weights, wmap.masks, wmap.biases, wmap.same, wmap.dilations)
-        return f.reshape(-1)
+def _embed_tile_impl(X, lengths, wmap, pad):
+    """``mu`` ``(B, n_dilations * K * Q)`` of a tile of series, one dilation at a
+    time (``lax.map``): the window columns are ``L`` shifted slices of the
+    zero-padded series (no gather), the projections one ``(B T, L d) x (L d, K)``
+    product, and the counts one compare-and-sum over ``t`` per bias level (the
+    reduction runs along ``T`` with ``K`` the minor axis, which XLA vectorises)."""
+    B, T, d = X.shape
+    K, L = wmap.weights.shape
+    left, offs = _window_offsets(L)
+    t = jnp.arange(T)
+    X = jnp.where((t[None, :] < lengths[:, None])[..., None], X, 0.0)
+    Xp = jnp.pad(X, ((0, 0), (pad, pad), (0, 0)))
 
-    return jax.vmap(per_series)(X, lengths)
+    def per_dilation(args):
+        D, masks, biases, same = args
+        cols = [lax.dynamic_slice_in_dim(Xp, pad + o * D, T, axis=1) for o in offs]
+        win = jnp.stack(cols, axis=2).reshape(B * T, L * d)
+        a = (wmap.weights[:, :, None] * masks[:, None, :]).reshape(K, L * d)
+        z = (win @ a.T.astype(X.dtype)).reshape(B, T, K)
+        n = lengths[:, None]
+        full = (t[None, :] - left * D >= 0) & (t[None, :] + (L - 1 - left) * D < n)
+        counted = jnp.where(same[None, None, :], (t[None, :] < n)[..., None],
+                            full[..., None])                            # (B, T, K)
+        z = jnp.where(counted, z, -jnp.inf)
+        nv = jnp.sum(counted, axis=1, dtype=jnp.int32)                   # (B, K)
+        b = biases.astype(X.dtype)
+        hits = jnp.stack([jnp.sum(z > b[None, None, :, q], axis=1, dtype=jnp.int32)
+                          for q in range(b.shape[1])], axis=-1)         # (B, K, Q)
+        frac = hits.astype(X.dtype) / jnp.maximum(nv, 1)[..., None].astype(X.dtype)
+        return jnp.where(nv[..., None] > 0, frac, 0.0)
+
+    f = lax.map(per_dilation, (wmap.dilations, wmap.masks, wmap.biases, wmap.same))
+    return jnp.moveaxis(f, 0, 1).reshape(B, -1)
+
+
+_embed_tile = jax.jit(_embed_tile_impl, static_argnames="pad")
 
 
 def window_projections(x: ArrayLike, n: int, weights: ArrayLike, masks: ArrayLike,
@@ -182,9 +213,26 @@ def window_projections(x: ArrayLike, n: int, weights: ArrayLike, masks: ArrayLik
 def _tile_size(wmap, T, tile_size):
     if tile_size is not None:
         return check_integer(tile_size, "tile_size", minimum=1)
-    per = T * wmap.biases.shape[0] * wmap.weights.shape[0] * (
-        wmap.weights.shape[1] * wmap.masks.shape[2] + 2)
+    per = T * (wmap.weights.shape[1] * wmap.masks.shape[2] + wmap.weights.shape[0])
     return int(max(1, min(64, _TILE_FLOATS // max(per, 1))))
+
+
+_TIME_MULTIPLE = 32
+
+
+def _pad_time(X):
+    """``X`` padded along time to a multiple of 32 frames (zeros past every length
+    are never read): series of nearby lengths, and a series and its first
+    differences, share one compiled shape."""
+    extra = -X.shape[1] % _TIME_MULTIPLE
+    return np.pad(X, ((0, 0), (0, extra), (0, 0))) if extra else X
+
+
+def _pad_width(wmap):
+    """Zeros on each side of a series so that every window column is a slice."""
+    L = wmap.weights.shape[1]
+    left = (L - 1) // 2
+    return int(max(left, L - 1 - left) * int(np.max(np.asarray(wmap.dilations))))
 
 
 def window_mean_embedding(
@@ -224,13 +272,16 @@ def window_mean_embedding(
     _check_map(window_map, X.shape[2])
     # one tile shape for any n (train and test share a compilation); padding
     # costs at most one tile's work
+    X = _pad_time(X)
     tile = _tile_size(window_map, X.shape[1], tile_size)
     Xp, n = pad_to_multiple(X, tile)
     lp, _ = pad_to_multiple(lengths, tile)
     wm = window_map._replace(weights=jnp.asarray(window_map.weights, X.dtype),
                              masks=jnp.asarray(window_map.masks, X.dtype),
                              biases=jnp.asarray(window_map.biases, X.dtype))
-    out = [_embed_tile(jnp.asarray(Xp[i:i + tile]), jnp.asarray(lp[i:i + tile]), wm)
+    pad = _pad_width(window_map)
+    out = [_embed_tile(jnp.asarray(Xp[i:i + tile]), jnp.asarray(lp[i:i + tile]), wm,
+                       pad=pad)
            for i in range(0, Xp.shape[0], tile)]
     return jnp.concatenate(out)[:n]
 
@@ -313,26 +364,53 @@ def fit_window_map(
 
 
 def _quantile_biases(X, lengths, weights, masks, same, dil, series, levels):
-    """``b_kj``: quantiles of the counted projections of series ``series[i, k]``."""
+    """``b_kj``: the ``levels[i, k]``-quantiles (NumPy's linear rule) of the counted
+    projections of series ``series[i, k]`` under kernel ``k`` at dilation ``i``;
+    one compiled call for all ``(i, k)``, then a vectorised quantile."""
     dt = X.dtype
-    w = jnp.asarray(weights, dt)
-    out = np.empty(levels.shape)
-    for i, D in enumerate(dil):
-        rows = series[i]
-        uniq, inv = np.unique(rows, return_inverse=True)
-        # padded to K rows: one compiled shape for every dilation
-        take = np.concatenate([uniq, np.full(len(rows) - len(uniq), uniq[0])])
-        z, c = _bias_projections(jnp.asarray(X[take]), jnp.asarray(lengths[take]), w,
-                                 jnp.asarray(masks[i], dt), jnp.asarray(int(D)),
-                                 jnp.asarray(same[i]))
-        z, c = np.asarray(z, np.float64), np.asarray(c)
-        for k in range(weights.shape[0]):
-            vals = z[inv[k], :, k][c[inv[k], :, k]]
-            out[i, k] = np.quantile(vals, levels[i, k]) if vals.size else 0.0
-    return out
+    L = weights.shape[1]
+    pad = int(max((L - 1) // 2, L - 1 - (L - 1) // 2) * int(np.max(dil)))
+    z, c = _bias_projections(jnp.asarray(_pad_time(X), dt), jnp.asarray(lengths),
+                             jnp.asarray(weights, dt), jnp.asarray(masks, dt),
+                             jnp.asarray(dil, jnp.int32), jnp.asarray(same),
+                             jnp.asarray(series, jnp.int32), pad=pad)
+    z = np.where(np.asarray(c), np.asarray(z, np.float64), np.inf)     # (nd, K, T)
+    m = np.asarray(c).sum(axis=2)                                     # (nd, K)
+    v = np.sort(z, axis=2)
+    v[~np.isfinite(v)] = 0.0     # past each count: never read (m == 0 gives 0)
+    pos = levels * np.maximum(m - 1, 0)[..., None]                    # (nd, K, Q)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(m - 1, 0)[..., None])
+    a = np.take_along_axis(v, lo, axis=2)
+    b = np.take_along_axis(v, hi, axis=2)
+    frac = pos - lo
+    out = np.where(frac > 0, a + frac * (b - a), a)
+    return np.where(m[..., None] > 0, out, 0.0)
 
 
-@jax.jit
-def _bias_projections(X, lengths, weights, masks, dilation, same):
-    return jax.vmap(_project_one, in_axes=(0, 0, None, None, None, None))(
-        X, lengths, weights, masks, dilation, same)
+def _bias_projections_impl(X, lengths, weights, masks, dilations, same, series, pad):
+    """Projections ``(nd, K, T)`` of series ``series[i, k]`` under kernel ``k`` at
+    dilation ``i`` and the windows that count."""
+    K, L = weights.shape
+    T = X.shape[1]
+    left, offs = _window_offsets(L)
+    t = jnp.arange(T)
+
+    def per_dilation(args):
+        D, m, s, rows = args
+        x = X[rows]                                                   # (K, T, d)
+        n = lengths[rows][:, None]                                    # (K, 1)
+        x = jnp.where((t[None, :] < n)[..., None], x, 0.0)
+        xp = jnp.pad(x, ((0, 0), (pad, pad), (0, 0)))
+        win = jnp.stack([lax.dynamic_slice_in_dim(xp, pad + o * D, T, axis=1)
+                         for o in offs], axis=2)                      # (K, T, L, d)
+        a = weights[:, :, None] * m[:, None, :]                       # (K, L, d)
+        z = jnp.einsum("ktld,kld->kt", win, a)
+        full = (t[None, :] - left * D >= 0) & (t[None, :] + (L - 1 - left) * D < n)
+        counted = jnp.where(s[:, None], t[None, :] < n, full)
+        return z, counted
+
+    return lax.map(per_dilation, (dilations, masks, same, series))
+
+
+_bias_projections = jax.jit(_bias_projections_impl, static_argnames="pad")

@@ -34,7 +34,7 @@ from sklearn.svm import SVC
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .._validation import check_integer, check_key
+from .._validation import check_integer, check_key, check_positive
 from .sequence_kernels import FAMILIES, make_component, window_sum
 
 __all__ = ["SequenceKernelClassifier", "loo_ridge_scores"]
@@ -136,8 +136,9 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
     """Classifier over sequences with kernels chosen from the training data.
 
     Args:
-        kernels: ``"auto"`` (every family in ``("window", "gak", "signature",
-            "lmmk")``) or a tuple of family names.
+        kernels: ``"auto"`` (the window family, and ``"gak"``, ``"signature"``,
+            ``"lmmk"`` when the training set is within ``budget``) or a tuple of
+            family names (always all scored).
         hmm: ``"em"`` (Baum-Welch) or ``"bayes"`` (variational Bayesian HMM) for
             the ``"lmmk"`` family.
         n_states: HMM states, an int or ``"auto"`` (4 and 8, chosen by LOO).
@@ -156,6 +157,15 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         n_features: random Fourier frequencies of the HMM kernel.
         window_features: about how many step features the window kernel has.
         block_size: sequence pairs per compiled block of the alignment kernel.
+        budget: with ``kernels="auto"``, the alignment, signature and HMM
+            families are scored only when ``n^2 T^2 <= budget`` (``n`` training
+            series, ``T`` their longest length after PAA; None: always). The
+            alignment Gram is O(n^2 T^2) per bandwidth and the window kernel
+            O(n T) per feature, so on large sets the window kernel alone is
+            scored: the default 5e7 keeps every family on ArrowHead (2.1e7),
+            BasicMotions (1.6e7), GunPoint (4.1e7) and ItalyPowerDemand (2.6e6)
+            and the window family alone on ACSF1 (1.6e8) and OSULeaf (6.6e8),
+            where it was the LOO choice among all families anyway (docs/ucr.md).
         key: ``jax.random`` key (HMM restarts, Fourier features); None means
             ``jax.random.key(0)``.
 
@@ -185,7 +195,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, kernels="auto", *, hmm="em", n_states="auto",
                  derivative="auto", max_length=128, normalize="none",
                  method="ridge", combine=True, n_features=64,
-                 window_features=10_000, block_size=512, key=None):
+                 window_features=10_000, block_size=512, budget=5e7, key=None):
         self.kernels = kernels
         self.hmm = hmm
         self.n_states = n_states
@@ -197,13 +207,18 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         self.n_features = n_features
         self.window_features = window_features
         self.block_size = block_size
+        self.budget = budget
         self.key = key
 
     # ------------------------------------------------------------ options
-    def _families(self):
+    def _families(self, n=None, t_max=None):
         if isinstance(self.kernels, str):
             if self.kernels == "auto":
-                return FAMILIES
+                if self.budget is None or n is None:
+                    return FAMILIES
+                T = t_max if self.max_length is None else min(t_max, self.max_length)
+                return FAMILIES if float(n) ** 2 * T**2 <= self.budget else (
+                    "window",)
             fams = (self.kernels,)
         else:
             fams = tuple(self.kernels)
@@ -229,6 +244,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         check_integer(self.window_features, "window_features", minimum=1,
                       maximum=10**6)
         check_integer(self.block_size, "block_size", minimum=1)
+        if self.budget is not None:
+            check_positive(self.budget, "budget")
         if self.n_states != "auto":
             check_integer(self.n_states, "n_states", minimum=1, maximum=64)
         if self.derivative != "auto":
@@ -240,10 +257,10 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         key = check_key(self.key, "key", allow_none=True)
         return jax.random.key(0) if key is None else key
 
-    def _candidates(self, d, key):
+    def _candidates(self, d, key, n=None, t_max=None):
         auto_w = self.derivative == "auto"
         ml, out = self.max_length, []
-        for fam in self._families():
+        for fam in self._families(n, t_max):
             if fam == "window":
                 w = None if auto_w else float(self.derivative)
                 reps = ("raw",) if w == 0 else ("raw", "diff")
@@ -308,7 +325,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             seqs = _znorm(seqs)
         Y = _one_hot(y_idx, len(self.classes_))
         comps, scores = [], []
-        for spec in self._candidates(self.n_channels_, key):
+        t_max = max(len(s) for s in seqs)
+        for spec in self._candidates(self.n_channels_, key, len(seqs), t_max):
             both = spec.pop("both", None)
             comp = make_component(**spec).fit(seqs)
             variants = [comp]

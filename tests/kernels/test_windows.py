@@ -12,6 +12,7 @@ from bayeskde.kernels.windows import (
     window_dilations,
     window_mean_embedding,
     window_mean_map_gram,
+    window_projections,
     window_weights,
 )
 from tests.helpers import DTYPE, assert_close, count_compilations
@@ -109,6 +110,44 @@ def test_fit_map_biases_and_determinism(rng):
     assert F.min() >= 0 and F.max() <= 1
     # biases are quantiles of training projections: features are not constant
     assert np.mean(F.std(axis=0) > 0) > 0.5
+
+
+def test_biases_are_numpy_quantiles_of_the_chosen_series(rng):
+    """Oracle: b_kj = np.quantile (linear rule) of the counted projections of series
+    series[i, k], each from the one-series projection ``window_projections``."""
+    from bayeskde.kernels.windows import _quantile_biases
+
+    X = rng.normal(size=(5, 37, 2))
+    lengths = np.array([37, 20, 9, 37, 3])
+    W = window_weights()
+    dil = window_dilations(37)
+    nd, K = len(dil), W.shape[0]
+    masks = (rng.random((nd, K, 2)) < 0.6).astype(float)
+    masks[..., 0] = 1.0
+    same = (np.arange(nd)[:, None] + np.arange(K)[None, :]) % 2 == 0
+    series = rng.integers(0, 5, size=(nd, K))
+    levels = (np.arange(3)[None, None, :] + rng.random((nd, K, 1))) / 3
+    got = _quantile_biases(X, lengths, W, masks, same, dil, series, levels)
+    ref = np.zeros_like(got)
+    for i, D in enumerate(dil):
+        for k in range(K):
+            r = series[i, k]
+            z, c = window_projections(X[r], int(lengths[r]), W, masks[i], int(D),
+                                      same[i])
+            v = np.asarray(z, float)[:, k][np.asarray(c)[:, k]]
+            ref[i, k] = np.quantile(v, levels[i, k]) if v.size else 0.0
+    tol = 1e-10 if DTYPE == jnp.float64 else 2e-5
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_series_and_differences_share_a_compilation(rng):
+    """Lengths padded to a multiple of 32: T and T - 1 frames, one program."""
+    X = rng.normal(size=(3, 50, 1))
+    wm = fit_window_map(jax.random.key(0), X, n_features=200)
+    window_mean_embedding(X, None, wm)
+    with count_compilations() as c:
+        F = window_mean_embedding(np.diff(X, axis=1), None, wm)
+    assert c.count == 0 and F.shape == (3, wm.n_features)
 
 
 def test_second_call_does_not_recompile(small):

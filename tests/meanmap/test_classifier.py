@@ -63,6 +63,26 @@ def test_window_kernel_on_italy_power_demand(italy):
     assert np.mean(clf.predict(te.X) == te.y) >= 0.950
 
 
+def test_budget_gates_the_expensive_families(italy):
+    """n^2 T^2 (T after PAA to max_length) against the budget; explicit kernels
+    are always scored."""
+    from bayeskde.meanmap.sequence_kernels import FAMILIES
+
+    clf = SequenceKernelClassifier()
+    assert clf._families(100, 1460) == ("window",)      # ACSF1: 100^2 128^2 > 5e7
+    assert clf._families(67, 24) == FAMILIES            # ItalyPowerDemand
+    assert clf._families(56, 128) == ("window",)        # 5.14e7, just over
+    assert clf._families(55, 200) == FAMILIES           # 4.96e7 (PAA to 128)
+    assert SequenceKernelClassifier(budget=None)._families(10**4, 10**4) == FAMILIES
+    assert SequenceKernelClassifier(kernels=("gak",), budget=1.0)._families(
+        10**4, 10**4) == ("gak",)
+    tr, _ = italy
+    fit = SequenceKernelClassifier(budget=1.0, window_features=300).fit(tr.X, tr.y)
+    assert {s.get("family") for s in fit.scores_ if "family" in s} == {"window"}
+    with pytest.raises(ValueError, match="budget"):
+        SequenceKernelClassifier(budget=0.0).fit(tr.X, tr.y)
+
+
 def test_probabilities_and_decisions(italy, italy_gak):
     X = italy[1].X[:40]
     P = italy_gak.predict_proba(X)
