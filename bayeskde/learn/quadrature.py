@@ -33,6 +33,13 @@ Per pair, :func:`quadrature_posterior`
    (twice the spacing), and ``edge_density`` the largest density on a grid
    edge relative to the pair's peak.
 
+Precision: the grid of step 2 (and the Newton line search) holds the change
+J_p(u, v) - J_p(mode), computed in a form whose rounding is relative to the
+change (:func:`~bayeskde.models.inverse_gp.pair_log_evidence_change`), and
+the mode's own J_p is added in float64 on the host. J_p itself is a sum of
+O(m d_x) terms (about 1e5 at m = 1e5), whose float32 rounding, about 1e-2
+nats, would otherwise enter every log Z_p.
+
 Draws: a pair from softmax(log Z), a grid point from softmax(J_p) within it,
 and a uniform offset within the cell, so draws are independent (no chains to
 mix, nothing to warm up).
@@ -51,9 +58,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import norm
+from scipy.stats import norm as _snorm
 
 from .._validation import check_integer, check_positive
-from ..models.inverse_gp import InverseGPData, InverseGPPrior, pair_log_joint
+from ..models.inverse_gp import (
+    InverseGPData,
+    InverseGPPrior,
+    pair_log_evidence_change,
+    pair_log_joint,
+    pair_log_joint_host,
+)
 
 __all__ = ["QuadratureReport", "QuadraturePosterior", "quadrature_posterior",
            "pair_modes"]
@@ -109,6 +123,26 @@ def _joint(data, loc, scale, u, v):
     return pair_log_joint(data, jnp.exp(u), jnp.exp(v)) + lp
 
 
+def _joint_change(data, loc, scale, u0, v0, u, v):
+    """J_p(u, v) - J_p(u0, v0) for every pair, accurate to the change's own
+    precision (:func:`~bayeskde.models.inverse_gp.pair_log_evidence_change`);
+    u0, v0 ``(n_gamma, D)``, u, v broadcastable to it."""
+    shape = data.n_rest.shape
+    u, v = jnp.broadcast_to(u, shape), jnp.broadcast_to(v, shape)
+    lp = (norm.logpdf(u, loc[0], scale[0]) - norm.logpdf(u0, loc[0], scale[0])
+          + norm.logpdf(v, loc[1], scale[1]) - norm.logpdf(v0, loc[1], scale[1]))
+    return pair_log_evidence_change(data, u0, v0, u, v) + lp
+
+
+def _joint_host(data, loc, scale, u, v):
+    """J_p at every pair's (u, v) in float64 on the host (the quadrature's
+    anchor, whatever JAX's precision)."""
+    loc, scale = np.asarray(loc, np.float64), np.asarray(scale, np.float64)
+    u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+    return (pair_log_joint_host(data, np.exp(u), np.exp(v))
+            + _snorm.logpdf(u, loc[0], scale[0]) + _snorm.logpdf(v, loc[1], scale[1]))
+
+
 @jax.jit
 def _coarse(data, loc, scale):
     us = loc[0] + scale[0] * jnp.linspace(-5.0, 5.0, 41, dtype=loc.dtype)
@@ -149,8 +183,11 @@ def _newton(data, loc, scale, u, v):
             concave, det, 1.0)[..., None]
         d = jnp.where(concave[..., None], newton, 0.1 * g)
         d = d / jnp.maximum(1.0, jnp.linalg.norm(d, axis=-1, keepdims=True))
-        J = jax.vmap(lambda t: _joint(data, loc, scale, u + t * d[..., 0],
-                                      v + t * d[..., 1]))(steps)  # (6, G, D)
+        # Changes from the current point: their float32 error is relative to
+        # the change, so the step choice holds at any m.
+        J = jax.vmap(lambda t: _joint_change(data, loc, scale, u, v,
+                                             u + t * d[..., 0],
+                                             v + t * d[..., 1]))(steps)  # (6, G, D)
         t = steps[jnp.argmax(jnp.where(jnp.isfinite(J), J, -jnp.inf), axis=0)]
         return u + t * d[..., 0], v + t * d[..., 1]
 
@@ -168,8 +205,8 @@ def _fine(data, loc, scale, u, v, radius, n):
     z1 = jnp.linspace(-radius, radius, n, dtype=u.dtype)
     z = jnp.stack(jnp.meshgrid(z1, z1, indexing="ij"), -1).reshape(-1, 2)
     off = jnp.einsum("gdij,kj->kgdi", L, z)  # (n^2, G, D, 2)
-    J = jax.lax.map(lambda o: _joint(data, loc, scale, u + o[..., 0],
-                                     v + o[..., 1]), off, batch_size=64)
+    J = jax.lax.map(lambda o: _joint_change(data, loc, scale, u, v, u + o[..., 0],
+                                            v + o[..., 1]), off, batch_size=64)
     return J, L, jnp.log(jnp.abs(jnp.linalg.det(L)))
 
 
@@ -205,7 +242,11 @@ def quadrature_posterior(
     scale = jnp.asarray([prior.log_amplitude_scale, prior.log_noise_scale], dt)
     u, v = _newton(data, loc, scale, *_coarse(data, loc, scale))
     J, L, logdet = _fine(data, loc, scale, u, v, jnp.asarray(radius, dt), n)
-    J = np.asarray(J, np.float64).reshape(n * n, -1)  # (n^2, P)
+    # The grid holds changes from each pair's mode; the mode's own value is
+    # added in float64 (at m = 1e5 the log joint is ~1e5, whose float32
+    # rounding, ~1e-2 nats, would otherwise enter every log Z).
+    peak = _joint_host(data, loc, scale, u, v)
+    J = np.asarray(J, np.float64).reshape(n * n, -1) + peak.reshape(1, -1)  # (n^2, P)
     J = np.where(np.isfinite(J), J, -np.inf)
     dz = 2.0 * radius / (n - 1)
     logdet = np.asarray(logdet, np.float64).reshape(-1)
@@ -238,7 +279,6 @@ def quadrature_posterior(
     L = np.asarray(L, np.float64).reshape(-1, 2, 2)[pair]
     mode = np.stack([np.asarray(u, np.float64), np.asarray(v, np.float64)], -1)
     uv = mode.reshape(-1, 2)[pair] + np.einsum("kij,kj->ki", L, z)
-    peak = np.asarray(_joint(data, loc, scale, jnp.asarray(u), jnp.asarray(v)))
     return QuadraturePosterior(
         uv[:, 0], uv[:, 1], pair, post.reshape(data.n_rest.shape), log_marginal, mode,
         int(np.argmax(peak)), QuadratureReport(n * n, change, edge_density,
@@ -257,6 +297,5 @@ def pair_modes(data: InverseGPData, prior: InverseGPPrior
                        data.x_scale + prior.log_noise_loc], dt)
     scale = jnp.asarray([prior.log_amplitude_scale, prior.log_noise_scale], dt)
     u, v = _newton(data, loc, scale, *_coarse(data, loc, scale))
-    J = _joint(data, loc, scale, u, v)
     return (np.asarray(u, np.float64), np.asarray(v, np.float64),
-            np.asarray(J, np.float64))
+            _joint_host(data, loc, scale, u, v))

@@ -27,6 +27,7 @@ from .inverse_gp import inverse_gp_model as inverse_gp_model
 from .inverse_gp import inverse_gp_point as inverse_gp_point
 from .inverse_gp import inverse_gp_replicate as inverse_gp_replicate
 from .inverse_gp import pair_log_evidence as pair_log_evidence
+from .inverse_gp import pair_log_evidence_change as pair_log_evidence_change
 from .inverse_gp import pair_log_joint as pair_log_joint
 from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
 from .inverse_gp_predictive import InverseGPMixture as InverseGPMixture
@@ -71,6 +72,7 @@ __all__ = [
     "inverse_gp_model",
     "inverse_gp_replicate",
     "pair_log_evidence",
+    "pair_log_evidence_change",
     "pair_log_joint",
     "inverse_gp_log_density",
     "inverse_gp_point",

@@ -220,3 +220,76 @@ def test_working_precision_gives_the_float64_posterior():
     np.testing.assert_allclose(q.pair_posterior, ref.pair_posterior,
                                atol=1e-9 if X64 else 5e-3)
     np.testing.assert_allclose(q.mode, ref.mode, atol=1e-7 if X64 else 5e-3)
+
+
+def _large_spectra(dt, m=100_000, G=4, D=2, r=64, seed=0):
+    """Spectra shaped like the low-rank path's at m = 1e5 (r kept eigenvalues
+    a pair, the rest in n_rest / q_rest): a log joint of about 1e5 nats."""
+    from bayeskde.models import InverseGPData
+
+    rng = np.random.default_rng(seed)
+    lam = np.tile(np.sort(rng.gamma(0.5, 20.0, r))[::-1] * m / 100, G * D)
+    q = rng.gamma(1.0, 1.0, G * D * r) * (lam + 0.01 * m / 100) * 0.2
+    # q_rest / s^2 ~ 1e5 nats; pairs 0-2 nats apart, so every pair has mass
+    q_rest = 0.01 * (m - r) * (1 + 4e-5 * rng.uniform(size=(G, D)))
+    q = q.reshape(G * D, r)
+    q = (q * (q.sum(1, keepdims=True).mean() / q.sum(1, keepdims=True))).reshape(-1)
+    X = jnp.zeros((m, 1), dt)
+    return InverseGPData(
+        X, X, jnp.zeros(1, dt), jnp.ones(G, dt), jnp.ones((G, D, D), dt),
+        jnp.asarray(lam, dt), jnp.asarray(q, dt), jnp.repeat(jnp.arange(G * D), r),
+        jnp.full((G, D), m - r, dt), jnp.asarray(q_rest, dt),
+        jnp.full((G, D), -np.log(G * D), dt), float(np.log(0.3)))
+
+
+def test_evidence_change_keeps_the_precision_of_the_change():
+    """pair_log_evidence_change against the float64 difference of the host
+    evaluator at a log joint of ~1e5 nats: exact to the change's precision in
+    float32, where the difference of two float32 evidences is off by ~3e-2."""
+    from bayeskde.models import pair_log_evidence, pair_log_evidence_change
+    from bayeskde.models.inverse_gp import pair_log_joint_host
+
+    dt = jnp.zeros(()).dtype
+    d = _large_spectra(dt)
+    G, D = d.n_rest.shape
+    w = (np.full((G, D), 0.5), np.full((G, D), np.log(0.01)))
+    w = w + (w[0] + np.linspace(-0.02, 0.02, G * D).reshape(G, D), w[1] - 0.003)
+    u0, v0, u, v = (np.asarray(jnp.asarray(a, dt), np.float64) for a in w)
+    ref = (pair_log_joint_host(d, np.exp(u), np.exp(v))
+           - pair_log_joint_host(d, np.exp(u0), np.exp(v0)))
+    assert np.abs(ref).max() > 0.5
+    got = np.asarray(pair_log_evidence_change(
+        d, *(jnp.asarray(a, dt) for a in (u0, v0, u, v))), np.float64)
+    np.testing.assert_allclose(got, ref, rtol=1e-10 if X64 else 1e-5,
+                               atol=1e-9 if X64 else 1e-4)
+    direct = np.asarray(
+        pair_log_evidence(d, jnp.exp(jnp.asarray(u, dt)), jnp.exp(jnp.asarray(v, dt)))
+        - pair_log_evidence(d, jnp.exp(jnp.asarray(u0, dt)),
+                            jnp.exp(jnp.asarray(v0, dt))), np.float64)
+    if not X64:  # the case the change form is for
+        assert np.abs(direct - ref).max() > 30 * np.abs(got - ref).max()
+
+
+def test_host_log_joint_is_the_model_log_joint():
+    from bayeskde.models.inverse_gp import pair_log_joint_host
+
+    with jax.enable_x64(True):
+        d = _large_spectra(jnp.float64, m=5000)
+        a, s = np.linspace(0.5, 2.0, 8).reshape(4, 2), np.full((4, 2), 0.02)
+        ref = np.asarray(pair_log_joint(d, jnp.asarray(a), jnp.asarray(s)))
+    np.testing.assert_allclose(pair_log_joint_host(d, a, s), ref, rtol=1e-13)
+
+
+def test_quadrature_at_a_large_log_joint_is_precision_independent():
+    """The quadrature on spectra of m = 1e5 in float32 against float64 (same
+    numbers): the evidence to 2e-3 nats, the pair posterior to 1e-4."""
+    prior = InverseGPPrior(max_degree=2, n_gamma=4)
+    dt = jnp.zeros(()).dtype
+    q = quadrature_posterior(jax.random.key(0), _large_spectra(dt), prior, n_draws=10)
+    with jax.enable_x64(True):
+        ref = quadrature_posterior(jax.random.key(0), _large_spectra(jnp.float64),
+                                   prior, n_draws=10)
+    assert abs(q.log_marginal - ref.log_marginal) < (1e-8 if X64 else 2e-3)
+    assert (ref.pair_posterior > 0.05).sum() >= 3  # the mass is spread
+    np.testing.assert_allclose(q.pair_posterior, ref.pair_posterior, atol=1e-4)
+    np.testing.assert_allclose(q.mode, ref.mode, atol=1e-7 if X64 else 1e-3)
