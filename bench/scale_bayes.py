@@ -144,6 +144,51 @@ def run_one(args):
     print(json.dumps(row), flush=True)
 
 
+def run_planar2(args):
+    """One fit + predict on the two-joint planar arm (d_y = 2, so Nystroem
+    features on the low-rank path), through the public estimator as a user
+    calls it: ``InverseGPRegressor(approx=...)``, ``predict_modes(Z, 2)``,
+    ``sample(Z, 400)``. Scores: re-simulation error of the top mode and the
+    best of 2 (||f(y_hat) - x*||), CRPS and 90% coverage of the draws per
+    joint angle (``bench/inverse_defaults.py``'s definitions). One JSON line;
+    saves the pair posterior."""
+    import jax
+    from inverse_defaults import sample_scores, task_planar2
+
+    from bayeskde.learn import InverseGPRegressor
+
+    X, Y, Z, Yt, fwd = task_planar2(0, args.m, args.n_test)
+    t0 = time.perf_counter()
+    reg = InverseGPRegressor(key=jax.random.key(1), approx=args.approx,
+                             method=args.method or "quadrature",
+                             progress_bar=False).fit(X, Y)
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    modes = reg.predict_modes(Z, 2).modes
+    draws = reg.sample(Z, 400, key=jax.random.key(2))
+    t_pred = time.perf_counter() - t0
+    e_top = np.linalg.norm(fwd(modes[:, 0]) - Z, axis=1)
+    e_2 = np.minimum(e_top, np.linalg.norm(fwd(modes[:, 1]) - Z, axis=1))
+    crps, cov = sample_scores(draws, Yt)
+    fit = reg.fit_
+    row = {"task": "planar2", "m": args.m, "approx": fit.approx,
+           "method": args.method or "quadrature", "dtype": str(fit.data.X.dtype),
+           "fit_s": round(t_fit, 1), "predict_s": round(t_pred, 1),
+           "fit_predict_s": round(t_fit + t_pred, 1),
+           "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                / 2**20, 3),
+           "top_mode_error": round(float(e_top.mean()), 5),
+           "best_of_2": round(float(e_2.mean()), 5),
+           "crps": round(crps, 5), "coverage90": round(cov, 4)}
+    if fit.rank is not None:
+        row.update(features=fit.rank.features, rank=fit.rank.rank,
+                   rank_error_bound=round(fit.rank.error_bound[-1], 4))
+    row["load1"] = round(os.getloadavg()[0], 2)
+    np.savez(args.save, pair_posterior=fit.pair_posterior, top=e_top.mean(),
+             crps=row["crps"])
+    print(json.dumps(row), flush=True)
+
+
 def prepare_run(args):
     """The low-rank data pass and posterior alone (no ArviZ, no predictive):
     :func:`bayeskde.learn.inverse_rank.prepare_for_fit` (the statistics
@@ -271,6 +316,9 @@ def main(argv=None):
     ap.add_argument("--exact-max", type=int, default=2000)
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--method", default=None, choices=("nuts", "quadrature"))
+    ap.add_argument("--task", default="sshape", choices=("sshape", "planar2"),
+                    help="the S-shape (d_y = 1, HSGP) or the two-joint planar "
+                         "arm (d_y = 2, Nystroem)")
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--both-precisions", action="store_true",
                     help="run the low-rank fits in float64 and float32 too and "
@@ -291,7 +339,7 @@ def main(argv=None):
     ap.add_argument("--save", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
-        return run_one(args)
+        return (run_planar2 if args.task == "planar2" else run_one)(args)
     if args.kde_gibbs or args.prepare_only:
         for m in args.sizes:
             args.m = m
@@ -301,7 +349,8 @@ def main(argv=None):
             for p in ("float64", "float32")}
     env = envs["float32" if args.float32 else "float64"]
     base = [sys.executable, os.path.abspath(__file__), "--one", "--n-test",
-            str(args.n_test)] + (["--method", args.method] if args.method else [])
+            str(args.n_test), "--task", args.task] + (
+                ["--method", args.method] if args.method else [])
     tmp = tempfile.mkdtemp(prefix="scale_bayes_")
     for m in args.sizes:
         rows = {}
@@ -318,18 +367,18 @@ def main(argv=None):
                                      capture_output=True, text=True,
                                      timeout=args.timeout)
             except subprocess.TimeoutExpired:
-                print(json.dumps({"task": "sshape", "m": m, "approx": approx,
+                print(json.dumps({"task": args.task, "m": m, "approx": approx,
                                   "error": f"timeout after {args.timeout} s"}),
                       flush=True)
                 continue
             line = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
             if out.returncode or not line:
-                print(json.dumps({"task": "sshape", "m": m, "approx": approx,
+                print(json.dumps({"task": args.task, "m": m, "approx": approx,
                                   "error": out.stderr[-1500:]}), flush=True)
                 continue
             print(line[-1], flush=True)
             rows[approx] = (json.loads(line[-1]), np.load(save))
-        if "lowrank" in rows and "lowrank32" in rows:
+        if "lowrank" in rows and "lowrank32" in rows and args.task == "sshape":
             (r64, n64), (r32, n32) = rows["lowrank"], rows["lowrank32"]
             # the same modes in another order where their masses tie: the
             # top mode's error is then a coin flip between the branches
@@ -352,7 +401,7 @@ def main(argv=None):
         if "exact" in rows and "lowrank" in rows:
             (re_, ne), (rl, nl) = rows["exact"], rows["lowrank"]
             print(json.dumps({
-                "task": "sshape", "m": m, "agreement": True,
+                "task": args.task, "m": m, "agreement": True,
                 "pair_posterior_tv": round(float(0.5 * np.abs(
                     ne["pair_posterior"] - nl["pair_posterior"]).sum()), 5),
                 "crps_ratio": round(rl["crps"] / re_["crps"], 4),
