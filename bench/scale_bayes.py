@@ -68,6 +68,14 @@ plateau). The TV 0.071 of the earlier float32 run came from the data: JAX's
 generator draws other numbers under JAX_ENABLE_X64=0, so that run fitted
 another sample (now every run draws in float64).
 
+The two-joint planar arm (``--task planar2 --sizes 2000 --n-test 200``,
+float64, quadrature, 2026-12-04, 2 cores at load 1.7): exact against low rank
+(Nystroem, rank 256 chosen from the data, indicator 0.042) pair-posterior TV
+0.00107, CRPS ratio 1.0027 (0.2788 / 0.2796), top-mode re-simulation error
+ratio 1.000 (0.00155 both; best of 2 0.0013 both), coverage 0.878 / 0.865;
+fit + predict 237.8 s at 15.9 GB peak (exact: 72 Grams of 2000 x 2000 and
+their eigenvectors) against 41.9 s at 1.34 GB.
+
 The Gibbs KDE posterior, exact against Nystroem (``--kde-gibbs``, float64):
 m = 500 TV 0.061 / 0.029 / 0.0032 with 50 / 100 / 200 centres, the same MAP
 (width, ridge), held-out loss 0.4804 exact against 0.4819 / 0.4801 / 0.4804;
