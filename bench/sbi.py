@@ -5,11 +5,15 @@ model: for each task of :mod:`bayeskde.datasets.sbi` and each simulation
 budget, ``make_sbi_pairs`` draws the training set (theta from the prior, x from
 the simulator), and the model is used exactly as a user would::
 
-    reg = InverseGPRegressor(output_prior=task.prior, key=key).fit(x, theta)
-    draws = reg.sample(task.observations, 10_000, key=key2)   # (10, 10000, d)
+    reg = InverseGPRegressor(output_prior=task.prior).fit(x, theta)
+    draws = reg.sample(task.observations, 10_000, key=key)   # (10, 10000, d)
 
-(defaults otherwise: NUTS 4 x (500 + 500), the predictive's grid for 2
-parameters, adaptive importance sampling above). Each observation's draws are
+(defaults otherwise: the quadrature posterior of the kernel's parameters,
+``noise="auto"``, the predictive's 100 x 100 grid for 2 parameters, NUTS
+above: 4 chains a test input, 500 warm-up steps). The line also reports the
+forward noise ``auto`` chose (and both leave-one-out scores), the MAP pair's
+posterior mass and, for NUTS, R-hat, bulk ESS, divergences and distinct
+draws. Each observation's draws are
 scored by :func:`bayeskde.metrics.c2st` (sbibm's C2ST) against sbibm's 10,000
 reference draws; the line reports them per observation, their mean, the fit and
 sampling times (wall, and the process CPU time: on a shared machine read the
@@ -139,7 +143,7 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     task = sbi_task(name)
     pairs = make_sbi_pairs(jax.random.key(seed), task, budget)
     prior = task.prior if output_prior == "distribution" else (task.low, task.high)
-    reg = InverseGPRegressor(output_prior=prior, key=jax.random.key(seed + 1))
+    reg = InverseGPRegressor(output_prior=prior)
     t0, c0 = time.perf_counter(), time.process_time()
     reg.fit(pairs.x, pairs.theta)
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -164,6 +168,18 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     report = {k: round(float(v), 4) for k, v in rep._asdict().items()
               if isinstance(v, float | int)}
     npe, nle = PUBLISHED.get((name, budget), (None, None))
+    nz = reg.fit_.noise
+    noise = {"kind": nz.kind, "loo_gaussian": nz.loo_gaussian,
+             "loo_residual": nz.loo_residual, "loo_difference_se":
+             nz.loo_difference_se, "bandwidth": nz.bandwidth,
+             "map_pair_mass": round(float(np.max(reg.fit_.pair_posterior)), 4)}
+    srep = getattr(reg, "sample_report_", None)
+    nuts = None if srep is None else {
+        "rhat_max": round(float(np.nanmax(srep.rhat)), 4),
+        "ess_bulk_min": round(float(np.min(srep.ess)), 1),
+        "divergences": [int(v) for v in srep.divergences],
+        "distinct": [int(v) for v in srep.distinct],
+        "num_chains": srep.num_chains, "num_warmup": srep.num_warmup}
     row = {
         "task": name, "budget": budget, "observations": list(obs_ids),
         "num_samples": num_samples, "n_reference": int(refs[0].shape[0]),
@@ -176,6 +192,7 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
         "c2st_s": round(c2st_s, 1),
         "method": reg.method, "approx": getattr(reg.fit_, "approx", None),
         "fit_report": {"kind": type(rep).__name__, **report},
+        "noise": noise, "nuts": nuts,
         "distinct_draws_obs1": int(len(np.unique(draws[0], axis=0))),
         "output_prior": output_prior, "seed": seed,
         "precision": "float64" if jax.config.jax_enable_x64 else "float32",

@@ -23,7 +23,9 @@ def _log_prior(kind, params, y):
         return (logsumexp(-0.5 * jnp.sum(z * z, axis=-1), axis=1)
                 - jnp.log(centres.shape[0]) - jnp.sum(jnp.log(h))
                 - 0.5 * d * jnp.log(2 * jnp.pi))
-    lp = params.log_prob(y)
+    # one output at a time: a batch against the distribution's own batch
+    # shape would lean on implicit rank promotion
+    lp = jax.vmap(params.log_prob)(y)
     return jnp.sum(lp, axis=-1) if lp.ndim == 2 else lp
 
 

@@ -43,13 +43,11 @@ from ..models.inverse_noise import ResidualNoise, fit_residual_noise, gp_loo
 from ..tgp.modes import Modes
 from .inverse_predictive import (
     InverseGPPredictive,
-    NUTSReport,
     _draws,
-    inverse_gp_nuts,
     inverse_gp_predictive,
-    inverse_gp_sample,
 )
 from .inverse_rank import RankReport, prepare_for_fit
+from .inverse_sample import NUTSReport, inverse_gp_nuts, inverse_gp_sample
 from .inverse_svi import svi_posterior
 from .quadrature import quadrature_posterior
 

@@ -159,10 +159,13 @@ class _LMMK:
     family = "lmmk"
 
     def __init__(self, n_states, hmm, derivative, max_length, nu, n_features,
-                 n_iter, n_restarts, key):
+                 n_iter, n_restarts, key, concentration=1.0, prior_strength=1e-2,
+                 vb_iter=30):
         self.n_states, self.hmm, self.derivative = n_states, hmm, derivative
         self.max_length, self.nu, self.n_features = max_length, nu, n_features
         self.n_iter, self.n_restarts, self.key = n_iter, n_restarts, key
+        self.concentration, self.prior_strength = concentration, prior_strength
+        self.vb_iter = vb_iter
 
     def _posteriors(self, X, lengths):
         if self.hmm == "bayes":
@@ -187,7 +190,9 @@ class _LMMK:
         self.dtype_ = self.params_.emission.means.dtype
         if self.hmm == "bayes":
             self.q_ = fit_variational_hmm(self.params_, jnp.asarray(X, self.dtype_),
-                                          jnp.asarray(lengths))
+                                          jnp.asarray(lengths), n_iter=self.vb_iter,
+                                          concentration=self.concentration,
+                                          prior_strength=self.prior_strength)
         frames = np.concatenate(cases)
         self.rbf_gamma_ = jnp.asarray(median_gamma(frames[:: max(1, len(frames)
                                                                  // 2000)]),

@@ -409,7 +409,7 @@ def pair_log_evidence_change(
     1e5 at m = 1e5, so in float32 its value carries an absolute error of about
     1e-2 nats, larger than the differences a quadrature grid resolves. Here,
     with w0 = a0^2 lambda + s0^2 and dw = a0^2 expm1(u - u0) lambda
-    + s0^2 expm1(v - v0) (so w = w0 + dw exactly in real arithmetic),
+    + s0^2 expm1(v - v0) (so w = w0 + dw exactly in real arithmetic), it is::
 
         -(d_x / 2) [sum_j log1p(dw_j / w0_j) + n_rest (v - v0)]
         - (1/2) [-sum_j q_j dw_j / (w0_j (w0_j + dw_j))

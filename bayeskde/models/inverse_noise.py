@@ -58,9 +58,9 @@ __all__ = [
 ]
 
 #: The bandwidth grid of (R): h multiplies the residuals' covariance's square
-#: root (40 log-spaced values; Scott's factor m^(-1/(d+4)) is 0.32 for two
+#: root (48 log-spaced values from 1e-3; Scott's factor m^(-1/(d+4)) is 0.32 for two
 #: dimensions and 1,000 points, 0.61 for ten).
-BANDWIDTHS = tuple(float(h) for h in np.geomspace(0.005, 3.0, 40))
+BANDWIDTHS = tuple(float(h) for h in np.geomspace(1e-3, 3.0, 48))
 _ROWS = 256
 
 

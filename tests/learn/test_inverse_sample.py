@@ -1,0 +1,120 @@
+"""Draws of the inverse model's predictive: the grid's memory blocks against
+one unblocked program, and NUTS above two outputs against an importance
+oracle of the same density and the exact posterior of a Gaussian linear
+simulator in a box."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import pytest
+
+from bayeskde.learn import InverseGPRegressor
+from bayeskde.learn import inverse_predictive as ip
+from bayeskde.learn import inverse_sample as isample
+from bayeskde.learn.inverse_gp import fit_inverse_gp, inverse_gp_nuts
+from bayeskde.models import InverseGPPrior, mixture_log_likelihood
+from tests.conftest import X64
+
+PRIOR = InverseGPPrior(max_degree=2, n_gamma=6)
+
+
+def _moons_like(m, seed=0):
+    rng = np.random.default_rng(seed)
+    th = rng.uniform(-1, 1, (m, 2))
+    x = np.stack([np.sin(2 * th[:, 0]) + th[:, 1], th[:, 0] * th[:, 1]], 1)
+    return x + 0.05 * rng.normal(size=x.shape), th
+
+
+def test_grid_blocks_match_one_program(monkeypatch):
+    x, th = _moons_like(80)
+    fit = fit_inverse_gp(jax.random.key(0), x, th, PRIOR, method="quadrature",
+                         num_samples=50, progress_bar=False, n_replicates=2,
+                         noise="gaussian")
+    mix = ip._fit_mixture(fit, "average", 20)
+    dt = mix.lam.dtype
+    cand = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (300, 2)), dt)
+    X = jnp.asarray(x[:5], dt)
+    one = np.asarray(mixture_log_likelihood(mix, cand, X, jnp.asarray(1.0, dt)))
+    P, r = mix.lam.shape
+    monkeypatch.setattr(ip, "_BLOCK_NUMBERS", P * r * 40)  # blocks of 32 cells
+    assert ip._cell_block(mix, 300) == 32
+    blocked = ip._blocked_loglik(mix, cand, X, jnp.asarray(1.0, dt))
+    # float64: the same numbers; float32: programs of different shapes fuse
+    # and round differently, up to 0.03 nats of a log likelihood near -100
+    # at this conditioning (measured), so the float32 check is of the blocking
+    # logic only to that rounding
+    np.testing.assert_allclose(blocked, one, rtol=1e-10 if X64 else 1e-3,
+                               atol=1e-10 if X64 else 5e-2)
+
+
+def _truncnorm_moments(mu, sd, lo=-1.0, hi=1.0):
+    from scipy import stats
+
+    a, b = (lo - mu) / sd, (hi - mu) / sd
+    t = stats.truncnorm(a, b, loc=mu, scale=sd)
+    return t.mean(), t.std()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", ["gaussian", "residual"])
+def test_nuts_matches_an_importance_oracle_and_the_exact_posterior(noise):
+    """Gaussian linear simulator x = theta + N(0, 0.1 I) in 3-D with the flat
+    box U(-1, 1)^3: NUTS's draws of the model's predictive agree with
+    self-normalised importance sampling of the same density from 400,000
+    prior draws (moments within Monte Carlo error), and with the exact
+    posterior (a truncated normal per coordinate) to the model's accuracy."""
+    rng = np.random.default_rng(0)
+    d, m = 3, 300
+    th = rng.uniform(-1, 1, (m, d))
+    x = th + np.sqrt(0.1) * rng.normal(size=(m, d))
+    box = dist.Uniform(-jnp.ones(d), jnp.ones(d)).to_event(1)
+    fit = fit_inverse_gp(jax.random.key(0), x, th, PRIOR, method="quadrature",
+                         num_samples=100, progress_bar=False, n_replicates=2,
+                         noise=noise)
+    x_o = np.array([[0.3, -0.5, 0.9], [-0.2, 0.1, 0.0]])
+    draws, rep = inverse_gp_nuts(jax.random.key(1), fit, x_o, 4000,
+                                 output_prior=box, num_warmup=300)
+    assert draws.shape == (2, 4000, d)
+    assert np.all(np.abs(draws) <= 1.0)
+    assert rep.rhat.max() < 1.02 and rep.ess.min() > 400
+    assert rep.divergences.sum() == 0
+    # the oracle: the same density, importance-sampled from the prior
+    prior = ip.resolve_output_prior(box, fit.data.Y)
+    mix = isample._prune(ip._fit_mixture(fit, "average", 100))
+    pred = ip.InverseGPPredictive(None, None, None, None, None, mixture=mix,
+                                  prior=prior)
+    n_is = 400_000
+    u = rng.uniform(-1, 1, (n_is, d))
+    lw = np.concatenate([ip.predictive_log_density(
+        pred, u[None, i:i + 50_000].repeat(2, 0), x_o)
+        for i in range(0, n_is, 50_000)], axis=1)  # (2, n_is)
+    w = np.exp(lw - lw.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    ess_is = 1 / (w**2).sum(1)
+    assert ess_is.min() > 5000
+    mean_is = w @ u  # (2, d)
+    sd_is = np.sqrt(np.einsum("in,nd->id", w, u**2) - mean_is**2)
+    mean_nuts, sd_nuts = draws.mean(1), draws.std(1)
+    # Monte Carlo error: sd / sqrt(ESS) for both, 5 of them
+    tol = 5 * sd_is * np.sqrt(1 / rep.ess + 1 / ess_is[:, None])
+    assert np.all(np.abs(mean_nuts - mean_is) < tol)
+    np.testing.assert_allclose(sd_nuts, sd_is, rtol=0.06)
+    # the exact posterior of the simulator: the model's GP is within 0.05
+    em, es = _truncnorm_moments(x_o, np.sqrt(0.1))
+    assert np.abs(mean_nuts - em).max() < 0.08
+    assert np.abs(sd_nuts / es - 1).max() < 0.2
+
+
+@pytest.mark.slow
+def test_estimator_samples_three_outputs_by_nuts():
+    rng = np.random.default_rng(3)
+    th = rng.uniform(-1, 1, (150, 3))
+    x = th + 0.3 * rng.normal(size=(150, 3))
+    reg = InverseGPRegressor(PRIOR, num_samples=50, output_prior=(
+        -np.ones(3), np.ones(3))).fit(x, th)
+    s = reg.sample(x[:2], 1000, key=jax.random.key(0))
+    assert s.shape == (2, 1000, 3)
+    assert reg.sample_report_.rhat.shape == (2, 3)
+    assert np.all(reg.sample_report_.distinct > 500)
+    np.testing.assert_array_equal(s, reg.sample(x[:2], 1000, key=jax.random.key(0)))
