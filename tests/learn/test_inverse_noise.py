@@ -180,6 +180,34 @@ def test_auto_compares_exact_loo_densities(moons_fit):
                        > 2 * ch.loo_difference_se else "gaussian")
 
 
+def test_residual_density_keeps_a_strided_subset_above_the_cap(moons_fit, monkeypatch):
+    """Above RESIDUAL_MAX pairs the density is (R) on the evenly strided
+    subset's LOO residuals (computed from all m pairs), its h and "auto"'s
+    comparison on the same subset."""
+    import bayeskde.learn.inverse_gp as ig
+
+    _, fit = moons_fit
+    Y, X, k, a, s2, alpha, K = _dense_map_gp(fit)
+    r_bf, v_bf = _brute_loo(K, X)
+    m, cap = len(X), 25
+    monkeypatch.setattr(ig, "RESIDUAL_MAX", cap)
+    ch = ig.choose_forward_noise(fit, "auto", mode="map")
+    keep = np.unique(np.round(np.linspace(0, m - 1, cap)).astype(int))
+    assert len(keep) == cap
+    tol = 1e-6 if X64 else 1e-2
+    np.testing.assert_allclose(np.asarray(ch.residual.residuals, float),
+                               r_bf[keep], rtol=tol, atol=tol)
+    gauss = np.mean((-0.5 * (r_bf**2).sum(1) / v_bf
+                     - np.log(2 * np.pi * v_bf))[keep])
+    np.testing.assert_allclose(ch.loo_gaussian, gauss, rtol=tol, atol=tol)
+    rk, lat = r_bf[keep], (v_bf - s2)[keep]
+    C, h = np.cov(rk.T), ch.bandwidth
+    res = np.mean([logsumexp([stats.multivariate_normal(
+        rk[j], h**2 * C + lat[i] * np.eye(2)).logpdf(rk[i])
+        for j in range(cap) if j != i]) - np.log(cap - 1) for i in range(cap)])
+    np.testing.assert_allclose(ch.loo_residual, res, rtol=tol, atol=tol)
+
+
 def test_lowrank_training_basis_is_orthonormal_and_gives_the_smoother():
     from bayeskde.datasets import make_sshape
     from bayeskde.models.inverse_gp_predictive import mixture_moments
