@@ -68,6 +68,24 @@ plateau). The TV 0.071 of the earlier float32 run came from the data: JAX's
 generator draws other numbers under JAX_ENABLE_X64=0, so that run fitted
 another sample (now every run draws in float64).
 
+Measured 2026-12-04 on 2 idle cores (load 1.5; ``--sizes 100000 --method
+quadrature --exact-max 0 --both-precisions``), after the residual noise
+density was capped at 4,000 residuals (``RESIDUAL_MAX`` of
+``bayeskde.learn.inverse_gp``: the uncapped ``noise="auto"`` made this run
+time out at 900 s per precision, its bandwidth search O(48 m^2)): m = 1e5
+fit + predict 20.7 s float64 (16.4 + 4.3) at 1.47 GB peak, 18.0 s float32
+at 1.54 GB; top mode 0.0956 / 0.0999, best of 2 0.0414 / 0.0405, CRPS
+0.0961 both, coverage 0.911 both; float32 against float64 pair-posterior TV
+0.00042, CRPS ratio 1.000. Against m = 1e4 (26.0 s, top mode 0.0800, best of
+2 0.0422, CRPS 0.0961): best of 2 improves, CRPS is flat at the noise floor
+(the S-shape's true-posterior CRPS, ``bench/inverse_defaults.py``), and the
+top-mode error is worse (0.096 vs 0.080): the argmax of the bimodal
+predictive near the fold, where the two branches' masses tie (above).
+
+SVI against NUTS (``method="svi"``, S-shape m = 500, float64, low rank):
+pair-posterior TV to the quadrature posterior 0.0083 (NUTS 0.0098), fit
+14.0 s against NUTS's 21.8 s and quadrature's 16.8 s.
+
 The two-joint planar arm (``--task planar2 --sizes 2000 --n-test 200``,
 float64, quadrature, 2026-12-04, 2 cores at load 1.7): exact against low rank
 (Nystroem, rank 256 chosen from the data, indicator 0.042) pair-posterior TV
