@@ -367,7 +367,7 @@ def _quantile_biases(X, lengths, weights, masks, same, dil, series, levels):
     """``b_kj``: the ``levels[i, k]``-quantiles (NumPy's linear rule) of the counted
     projections of series ``series[i, k]`` under kernel ``k`` at dilation ``i``;
     one compiled call for all ``(i, k)``, then a vectorised quantile."""
-    dt = X.dtype
+    dt = jax.dtypes.canonicalize_dtype(X.dtype)  # float32 for NumPy input under x32
     L = weights.shape[1]
     pad = int(max((L - 1) // 2, L - 1 - (L - 1) // 2) * int(np.max(dil)))
     z, c = _bias_projections(jnp.asarray(_pad_time(X), dt), jnp.asarray(lengths),
