@@ -1,6 +1,7 @@
 """Draws of the inverse model's predictive p(y* | x*, D): the grid's cells for
-d_y <= 2, NUTS on log p(x* | y, D) + log p(y) above (vectorised over test
-inputs and chains, with split R-hat, bulk ESS and divergences reported).
+d_y <= 2, NUTS's warm-up then HMC on log p(x* | y, D) + log p(y) above
+(vectorised over test inputs and chains, with split R-hat, bulk ESS,
+acceptance and divergences reported).
 
 * :func:`inverse_gp_sample` - ``(n_test, num_samples, d_y)`` draws, the
   sampler chosen by the output dimension (``"auto"``);
@@ -99,7 +100,8 @@ SPECTRUM_TOL = 1e-2
 
 def _truncate_spectrum(mix, tol=SPECTRUM_TOL):
     """The mixture with each pair's eigenpairs of a^2 lambda_j < tol s^2 dropped
-    (the pairs re-padded to the largest kept count).
+    (the pairs re-padded to the largest kept count; s^2 the residual density's
+    smallest kernel variance where that is smaller).
 
     In (M) an eigenpair j enters the mean as a^2 lambda_j phi_j(y) proj_j /
     (a^2 lambda_j + s^2) and the latent variance as a^4 lambda_j^2 phi_j(y)^2 /
@@ -117,6 +119,8 @@ def _truncate_spectrum(mix, tol=SPECTRUM_TOL):
     P = lam.shape[0]
     amp = np.array([np.max(np.asarray(mix.amplitude)[pair == p]) for p in range(P)])
     s2 = np.array([np.min(np.asarray(mix.noise)[pair == p]) for p in range(P)])
+    if mix.noise_model is not None:  # the residual density's kernel is narrower
+        s2 = np.minimum(s2, float(np.min(np.asarray(mix.noise_model.eta))))
     kept = (amp[:, None] * lam >= tol * s2[:, None]) & (lam > 0)
     r = max(1, int(kept.sum(axis=1).max()))
     if r == lam.shape[1]:
@@ -434,8 +438,9 @@ def inverse_gp_sample(
       its probability, then uniform within it (exact for the
       piecewise-constant density on the grid).
     * ``"nuts"`` (``"auto"`` for d_y > 2): :func:`inverse_gp_nuts`,
-      ``num_chains`` chains a test input after ``num_warmup`` steps; the
-      draws are the chains' states.
+      ``num_chains`` chains a test input after ``num_warmup`` steps of NUTS
+      (then HMC of the adapted step size and mass matrix, or NUTS with
+      ``sampling="nuts"``); the draws are the chains' states.
     * ``"importance"``: an importance resample of the last importance stage
       of :func:`inverse_gp_predictive` (the behaviour above two outputs before
       NUTS: at most 4 n_particles distinct points, check its ``ess``).
@@ -449,7 +454,8 @@ def inverse_gp_sample(
             ``X_test`` to reuse (its mixture and prior serve NUTS too);
             otherwise computed with ``kwargs`` (those of
             :func:`inverse_gp_predictive`; ``mode``, ``n_draws``,
-            ``output_prior``, ``noisy_inputs``, ``margin`` for NUTS).
+            ``output_prior``, ``noisy_inputs``, ``margin``, ``sampling``,
+            ``spectrum_tol``, ``dense_mass``, ``max_tree_depth`` for NUTS).
         return_report: also return NUTS's :class:`NUTSReport` (``None`` for
             the other samplers).
 
@@ -474,7 +480,8 @@ def inverse_gp_sample(
     if sampler == "nuts":
         nuts_kw = {k: v for k, v in kwargs.items()
                    if k in ("mode", "n_draws", "output_prior", "noisy_inputs",
-                            "margin", "mode_radius")}
+                            "margin", "mode_radius", "dense_mass",
+                            "max_tree_depth", "spectrum_tol", "sampling")}
         draws, report = inverse_gp_nuts(
             key, fit, X_test, num_samples, num_chains=num_chains,
             num_warmup=num_warmup, predictive=predictive, **nuts_kw)
