@@ -142,7 +142,7 @@ class _Filters(NamedTuple):
 
 
 #: Relative singular value below which a pair's filter matrix is cut.
-FILTER_RTOL = 1e-10
+FILTER_RTOL = 1e-12
 
 
 def _filters(mix, rtol=FILTER_RTOL):
