@@ -233,7 +233,10 @@ def _nuts_program(transform, kind, params, num_warmup, num_keep, dense_mass,
 
         states, n_steps = jax.lax.scan(warm, states, jnp.arange(num_warmup))
         if sampling == "nuts":
-            kernel, advance = states, step
+            kernel = states
+
+            def advance(st, k):
+                return step(st, xs)
         else:
             # HMC of the adapted step size and mass matrix for half NUTS's
             # mean trajectory over the last fifth of warm-up, the length
@@ -252,15 +255,12 @@ def _nuts_program(transform, kind, params, num_warmup, num_keep, dense_mass,
                             ad.inverse_mass_matrix, t0)
             hmc_step = jax.vmap(lambda st, x: sample_hmc(st, model_args=(x,)))
 
-            def advance(st, xs, u):
+            def advance(st, k):
+                u = jax.random.uniform(k, t0.shape, t0.dtype, 0.5, 1.5)
                 return hmc_step(st._replace(trajectory_length=t0 * u), xs)
 
         def keep(st, k):
-            if sampling == "nuts":
-                st = advance(st, xs)
-            else:
-                st = advance(st, xs, jax.random.uniform(k, t0.shape, t0.dtype,
-                                                        0.5, 1.5))
+            st = advance(st, k)
             return st, (jax.vmap(transform)(st.z), st.diverging, st.accept_prob)
 
         _, (ys, div, acc) = jax.lax.scan(
@@ -373,9 +373,9 @@ def inverse_gp_nuts(
     together in one vectorised program, and a NUTS iteration lasts as long as
     the longest tree among them; HMC's trajectories are all about as long.
     On the 10-D sbibm task at 1e3 simulations (10 test inputs, 10,000 draws
-    each, float32, 2 cores) that is 51 s against 127 s for NUTS, bulk ESS at
-    least 9,000 of 10,000 draws, C2ST 0.55-0.56 against NUTS's 0.52-0.53
-    (NPE 0.70; docs/sbi.md).
+    each, float32, 2 cores) that is 64 s against 127 s for NUTS, bulk ESS at
+    least 8,120 of 10,000 draws, C2ST 0.544 / 0.541 against NUTS's 0.533 /
+    0.524 on observations 1 and 2 (NPE 0.70; docs/sbi.md).
 
     Each test input gets ``num_chains`` chains, run side by side (one
     vectorised program for all test inputs and chains) in the unconstrained
