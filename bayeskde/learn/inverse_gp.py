@@ -34,11 +34,14 @@ from ..models.inverse_gp import (
     InverseGPData,
     InverseGPPrior,
     inverse_gp_model,
-    inverse_gp_replicate,
     pair_log_joint,
 )
 from ..models.inverse_gp_lowrank import lowrank_replicates
-from ..models.inverse_gp_predictive import _projections, inverse_gp_mixture
+from ..models.inverse_gp_predictive import (
+    _projections,
+    exact_replicates,
+    inverse_gp_mixture,
+)
 from ..models.inverse_noise import ResidualNoise, fit_residual_noise, gp_loo
 from ..tgp.modes import Modes
 from .inverse_predictive import (
@@ -354,14 +357,9 @@ def fit_inverse_gp(
         noi = jnp.asarray(samples["noise"].reshape(-1)[flat], data.X.dtype)
         plj = jnp.asarray(samples["pair_log_joint"].reshape(
             size, *lj.shape[-2:])[flat], data.X.dtype)
-        if data.lowrank is None:
-            keys = jax.random.split(jax.random.fold_in(key, 1), n_rep)
-            x_rep, _ = jax.lax.map(
-                lambda a: inverse_gp_replicate(a[0], data, a[1], a[2], a[3]),
-                (keys, amp, noi, plj))
-        else:
-            x_rep, _ = lowrank_replicates(jax.random.fold_in(key, 1), data, amp,
-                                          noi, plj, cache)
+        replicates = exact_replicates if data.lowrank is None else lowrank_replicates
+        x_rep, _ = replicates(jax.random.fold_in(key, 1), data, amp, noi, plj,
+                              cache)
         pp = {"x": np.asarray(x_rep)[None]}
     idata = infer.to_inference_data(
         samples if mcmc is None else mcmc, coords=coords, dims=dims,

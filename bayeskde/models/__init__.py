@@ -31,6 +31,7 @@ from .inverse_gp import pair_log_evidence_change as pair_log_evidence_change
 from .inverse_gp import pair_log_joint as pair_log_joint
 from .inverse_gp import prepare_inverse_gp_data as prepare_inverse_gp_data
 from .inverse_gp_predictive import InverseGPMixture as InverseGPMixture
+from .inverse_gp_predictive import exact_replicates as exact_replicates
 from .inverse_gp_predictive import inverse_gp_log_probs as inverse_gp_log_probs
 from .inverse_gp_predictive import inverse_gp_mixture as inverse_gp_mixture
 from .inverse_gp_predictive import mixture_log_likelihood as mixture_log_likelihood
@@ -71,6 +72,7 @@ __all__ = [
     "mixture_log_likelihood_each",
     "inverse_gp_model",
     "inverse_gp_replicate",
+    "exact_replicates",
     "pair_log_evidence",
     "pair_log_evidence_change",
     "pair_log_joint",

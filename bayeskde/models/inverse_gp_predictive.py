@@ -50,6 +50,7 @@ __all__ = [
     "mixture_log_likelihood",
     "mixture_log_likelihood_each",
     "inverse_gp_log_probs",
+    "exact_replicates",
 ]
 
 
@@ -121,6 +122,55 @@ def _pair_spectrum(data, g, d, cache):
     if cache is not None:
         cache[(g, d)] = out
     return out
+
+
+def exact_replicates(
+    key: jax.Array, data: InverseGPData, amplitude: Float[ArrayLike, " n_draws"],
+    noise: Float[ArrayLike, " n_draws"],
+    pair_log_joint: Float[ArrayLike, "n_draws ..."], cache: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior predictive replicates of X at the training outputs for an
+    exact :class:`~bayeskde.models.InverseGPData`, one per draw: the pair from
+    its conditional posterior, then, as
+    :func:`~bayeskde.models.inverse_gp_replicate` (phi(K) = U diag(l) U^T,
+    v = a^2 l + s^2), f = U c with c = (a^2 l / v) U^T X + sqrt(a^2 l s^2 / v) z
+    and x_rep = f + s eps + x_mean.
+
+    The pairs are drawn first, so each distinct pair is eigendecomposed once
+    (and memoised in ``cache``, the fit's, which the predictive then reuses)
+    rather than once per draw: at m = 1,000 with 100 draws of a concentrated
+    pair posterior this is one eigendecomposition in place of 100 (15 s of
+    the 10-parameter sbibm task's fit, measured). The directions whose
+    eigenvalue is below working precision (the ones
+    :func:`_pair_spectrum` drops) get f's mean and variance zero, as their
+    a^2 l / v is.
+
+    Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
+    Cost O(m^3) per distinct pair drawn plus O(n m r d_x).
+    """
+    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
+    noise = np.asarray(noise, np.float64).reshape(-1)
+    n = len(amplitude)
+    k_pair, k_f, k_e = jax.random.split(key, 3)
+    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64).reshape(n, -1))
+    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
+    D = data.alpha.shape[1]
+    m, d_x = data.X.shape
+    f = np.zeros((n, m, d_x))
+    for p in np.unique(pairs):
+        lam, U, proj = _pair_spectrum(data, int(p) // D, int(p) % D, cache)
+        idx = np.flatnonzero(pairs == p)
+        al = amplitude[idx, None] * lam[None]
+        v = al + noise[idx, None]
+        z = np.asarray(jax.random.normal(jax.random.fold_in(k_f, int(p)),
+                                         (len(idx), len(lam), d_x)), np.float64)
+        c = ((al / v)[..., None] * proj[None]
+             + np.sqrt(al * noise[idx, None] / v)[..., None] * z)
+        f[idx] = np.einsum("mr,krx->kmx", U, c)
+    eps = np.sqrt(noise)[:, None, None] * np.asarray(
+        jax.random.normal(k_e, (n, m, d_x)), np.float64)
+    x = f + eps + np.asarray(data.x_mean, np.float64)
+    return x.astype(data.X.dtype), pairs
 
 
 def _components(w, max_components):

@@ -16,6 +16,7 @@ from bayeskde.learn import (
 )
 from bayeskde.models import (
     InverseGPPrior,
+    exact_replicates,
     inverse_gp_log_probs,
     pair_log_evidence,
     prepare_inverse_gp_data,
@@ -52,6 +53,34 @@ def test_alpha_is_the_normalised_hsic_column(small):
     C = np.array([_hsic(np.exp(-(i + 1) * g * d2), Xc @ Xc.T) for i in range(2)])
     np.testing.assert_allclose(data.alpha[2, 1], C / C.sum(), rtol=1e-4)
     np.testing.assert_allclose(data.alpha[2, 0], [1.0, 0.0], atol=1e-6)
+
+
+def test_exact_replicates_are_the_gp_posterior_predictive(small):
+    """Monte Carlo against the direct posterior predictive at the training
+    outputs: for pair (g, d), mean a^2 K (a^2 K + s^2 I)^-1 Xc + x_mean and
+    covariance a^2 K - a^2 K (a^2 K + s^2 I)^-1 a^2 K + s^2 I, K = phi(K) of
+    the pair; two pairs of equal conditional mass give the equal mixture, and
+    the pairs drawn follow that mass."""
+    Y, X, data = small
+    n, a, s = 6000, 0.7, 0.05
+    lj = np.full((n, PRIOR.n_gamma, 2), -np.inf)
+    lj[:, 1, 0] = lj[:, 3, 1] = 0.0
+    cache = {}
+    x, pair = exact_replicates(jax.random.key(5), data, np.full(n, a),
+                               np.full(n, s), lj, cache)
+    assert x.shape == (n, 25, 2) and x.dtype == data.X.dtype
+    assert set(cache) == {(1, 0), (3, 1)}
+    assert abs(np.mean(pair == 1 * 2 + 0) - 0.5) < 4 * 0.5 / np.sqrt(n)
+    Xc = X - X.mean(0)
+    for (g, d) in [(1, 0), (3, 1)]:
+        K = a * _gram(Y, float(data.gammas[g]), np.asarray(data.alpha[g, d], float))
+        G = K @ np.linalg.inv(K + s * np.eye(len(Y)))
+        mean = G @ Xc + X.mean(0)
+        var = np.diag(K - G @ K) + s
+        xs = np.asarray(x[pair == g * 2 + d], np.float64)
+        se = np.sqrt(var / len(xs))[:, None]
+        assert np.max(np.abs(xs.mean(0) - mean) / se) < 5.0
+        assert np.max(np.abs(xs.var(0) / var[:, None] - 1.0)) < 5 * np.sqrt(2 / len(xs))
 
 
 def test_evidence_matches_direct_gaussian_density(small):
