@@ -11,6 +11,7 @@ acceptance and divergences reported).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -58,17 +59,17 @@ class NUTSReport(NamedTuple):
     sampling: str = "nuts"
 
 
-def _support_transform(prior, d):
+def _support_transform(kind, params, d):
     """The bijection from R^d onto the output prior's support."""
     from numpyro.distributions import constraints
     from numpyro.distributions.transforms import biject_to
 
-    if prior.kind == "box":
-        low, high = prior.params
+    if kind == "box":
+        low, high = params
         return biject_to(constraints.independent(constraints.interval(low, high), 1))
-    if prior.kind == "kde":
+    if kind == "kde":
         return biject_to(constraints.real_vector)
-    support = prior.params.support
+    support = params.support
     if support.event_dim == 0:
         support = constraints.independent(support, 1)
     return biject_to(support)
@@ -209,65 +210,70 @@ def _log_target(mix, transform, kind, params, z, x, test_noise):
     return ll + lp + jnp.sum(transform.log_abs_det_jacobian(z, y))
 
 
-def _nuts_program(transform, kind, params, num_warmup, num_keep, dense_mass,
-                  max_tree_depth, sampling):
+@functools.partial(jax.jit, static_argnames=(
+    "kind", "num_warmup", "num_keep", "dense_mass", "max_tree_depth", "sampling"))
+def _run_chains(mix, params, z0, xs, keys, test_noise, *, kind, num_warmup,
+                num_keep, dense_mass, max_tree_depth, sampling):
+    """All chains of all test inputs in one program: NUTS's warm-up, then
+    ``num_keep`` states of HMC or NUTS. One module-level jit (the prior's
+    parameters, a NumPyro distribution included, are pytree arguments), so a
+    repeated call of the same shapes and settings does not recompile."""
     from numpyro.infer.hmc import hmc
 
-    def run(mix, z0, xs, keys, test_noise):
-        def log_target(z, x):
-            return _log_target(mix, transform, kind, params, z, x, test_noise)
+    transform = _support_transform(kind, params, z0.shape[-1])
 
-        def gen(x):
-            return lambda z: -log_target(z, x)
+    def log_target(z, x):
+        return _log_target(mix, transform, kind, params, z, x, test_noise)
 
-        init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
-        states = jax.vmap(lambda z, x, k: init_kernel(
-            z, num_warmup, dense_mass=dense_mass, max_tree_depth=max_tree_depth,
-            model_args=(x,), rng_key=k))(z0, xs, keys[0])
-        step = jax.vmap(lambda st, x: sample_kernel(st, model_args=(x,)))
-        tail = max(1, num_warmup // 5)
+    def gen(x):
+        return lambda z: -log_target(z, x)
 
-        def warm(st, i):
-            st = step(st, xs)
-            return st, jnp.where(i >= num_warmup - tail, st.num_steps, 0)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=gen, algo="NUTS")
+    states = jax.vmap(lambda z, x, k: init_kernel(
+        z, num_warmup, dense_mass=dense_mass, max_tree_depth=max_tree_depth,
+        model_args=(x,), rng_key=k))(z0, xs, keys[0])
+    step = jax.vmap(lambda st, x: sample_kernel(st, model_args=(x,)))
+    tail = max(1, num_warmup // 5)
 
-        states, n_steps = jax.lax.scan(warm, states, jnp.arange(num_warmup))
-        if sampling == "nuts":
-            kernel = states
+    def warm(st, i):
+        st = step(st, xs)
+        return st, jnp.where(i >= num_warmup - tail, st.num_steps, 0)
 
-            def advance(st, k):
-                return step(st, xs)
-        else:
-            # HMC of the adapted step size and mass matrix for half NUTS's
-            # mean trajectory over the last fifth of warm-up, the length
-            # jittered uniformly in [0.5, 1.5] each iteration (Neal 2011,
-            # sec. 5.4.2): every chain takes the same few leapfrog steps, where
-            # NUTS's vectorised chains wait for the longest tree
-            ad = states.adapt_state
-            t0 = 0.5 * jnp.sum(n_steps, 0) / tail * ad.step_size
-            t0 = jnp.maximum(t0, 2.0 * ad.step_size)
-            init_hmc, sample_hmc = hmc(potential_fn_gen=gen, algo="HMC")
-            kernel = jax.vmap(lambda z, x, k, eps, imm, t: init_hmc(
-                z, 0, step_size=eps, inverse_mass_matrix=imm,
-                adapt_step_size=False, adapt_mass_matrix=False,
-                dense_mass=dense_mass, trajectory_length=t, model_args=(x,),
-                rng_key=k))(states.z, xs, keys[1], ad.step_size,
-                            ad.inverse_mass_matrix, t0)
-            hmc_step = jax.vmap(lambda st, x: sample_hmc(st, model_args=(x,)))
+    states, n_steps = jax.lax.scan(warm, states, jnp.arange(num_warmup))
+    if sampling == "nuts":
+        kernel = states
 
-            def advance(st, k):
-                u = jax.random.uniform(k, t0.shape, t0.dtype, 0.5, 1.5)
-                return hmc_step(st._replace(trajectory_length=t0 * u), xs)
+        def advance(st, k):
+            return step(st, xs)
+    else:
+        # HMC of the adapted step size and mass matrix for half NUTS's
+        # mean trajectory over the last fifth of warm-up, the length
+        # jittered uniformly in [0.5, 1.5] each iteration (Neal 2011,
+        # sec. 5.4.2): every chain takes the same few leapfrog steps, where
+        # NUTS's vectorised chains wait for the longest tree
+        ad = states.adapt_state
+        t0 = 0.5 * jnp.sum(n_steps, 0) / tail * ad.step_size
+        t0 = jnp.maximum(t0, 2.0 * ad.step_size)
+        init_hmc, sample_hmc = hmc(potential_fn_gen=gen, algo="HMC")
+        kernel = jax.vmap(lambda z, x, k, eps, imm, t: init_hmc(
+            z, 0, step_size=eps, inverse_mass_matrix=imm,
+            adapt_step_size=False, adapt_mass_matrix=False,
+            dense_mass=dense_mass, trajectory_length=t, model_args=(x,),
+            rng_key=k))(states.z, xs, keys[1], ad.step_size,
+                        ad.inverse_mass_matrix, t0)
+        hmc_step = jax.vmap(lambda st, x: sample_hmc(st, model_args=(x,)))
 
-        def keep(st, k):
-            st = advance(st, k)
-            return st, (jax.vmap(transform)(st.z), st.diverging, st.accept_prob)
+        def advance(st, k):
+            u = jax.random.uniform(k, t0.shape, t0.dtype, 0.5, 1.5)
+            return hmc_step(st._replace(trajectory_length=t0 * u), xs)
 
-        _, (ys, div, acc) = jax.lax.scan(
-            keep, kernel, jax.random.split(keys[2, 0], num_keep))
-        return ys, div, jnp.mean(acc, 0)
+    def keep(st, k):
+        st = advance(st, k)
+        return st, (jax.vmap(transform)(st.z), st.diverging, st.accept_prob)
 
-    return jax.jit(run)
+    _, (ys, div, acc) = jax.lax.scan(
+        keep, kernel, jax.random.split(keys[2, 0], num_keep))
+    return ys, div, jnp.mean(acc, 0)
 
 
 class _Chains(NamedTuple):
@@ -322,7 +328,7 @@ def _chains(key, fit, X_test, num_chains, mode, n_draws, output_prior,
                        mode_radius)
     top = np.concatenate([top] * (-(-num_chains // top.shape[1])), 1)[:, :num_chains]
     y0 = np.take_along_axis(seeds_np, top[..., None], 1).reshape(-1, d)
-    transform = _support_transform(prior, d)
+    transform = _support_transform(prior.kind, prior.params, d)
     z0 = np.asarray(jax.vmap(transform.inv)(jnp.asarray(y0, dt)))
     z0 = jnp.asarray(np.where(np.isfinite(z0), z0, 0.0), dt)
     xs = jnp.asarray(np.repeat(X_test, num_chains, axis=0), dt)
@@ -340,9 +346,13 @@ def _report(ys, div, num_chains, num_warmup, num_samples, acceptance=None,
     n = nC // num_chains
     ys = np.asarray(ys, float).reshape(num_keep, n, num_chains, d)
     ys = np.moveaxis(ys, 0, 2)  # (n, C, keep, d)
-    rhat = np.stack([np.asarray(split_gelman_rubin(y)) if num_chains > 1
+    # numpyro's split R-hat needs 4 states a chain and its ESS 2: fewer give
+    # NaN, not an assertion error
+    rhat = np.stack([np.asarray(split_gelman_rubin(y))
+                     if num_chains > 1 and num_keep >= 4
                      else np.full(d, np.nan) for y in ys])
-    ess = np.stack([np.asarray(effective_sample_size(y)) for y in ys])
+    ess = np.stack([np.asarray(effective_sample_size(y)) if num_keep >= 2
+                    else np.full(d, np.nan) for y in ys])
     divs = np.asarray(div).reshape(num_keep, n, num_chains).sum(axis=(0, 2))
     draws = ys.reshape(n, num_chains * num_keep, d)
     # chain-major order cut at num_samples: keep every chain's share instead
@@ -416,10 +426,12 @@ def inverse_gp_nuts(
     ch = _chains(key, fit, X_test, num_chains, mode, n_draws, output_prior,
                  noisy_inputs, margin, mode_radius, predictive, spectrum_tol)
     num_keep = -(-num_samples // num_chains)
-    run = _nuts_program(ch.transform, ch.prior.kind, ch.prior.params, num_warmup,
-                        num_keep, bool(dense_mass), max_tree_depth, sampling)
     keys = jax.random.split(ch.key, (3, ch.n * num_chains))
-    ys, div, acc = run(ch.mix, ch.z0, ch.xs, keys, ch.test_noise)  # (keep, n C, d)
+    ys, div, acc = _run_chains(  # (keep, n C, d)
+        ch.mix, ch.prior.params, ch.z0, ch.xs, keys, ch.test_noise,
+        kind=ch.prior.kind, num_warmup=num_warmup, num_keep=num_keep,
+        dense_mass=bool(dense_mass), max_tree_depth=max_tree_depth,
+        sampling=sampling)
     acc = np.asarray(acc, float).reshape(ch.n, num_chains).mean(1)
     return _report(ys, div, num_chains, num_warmup, num_samples, acc, sampling)
 

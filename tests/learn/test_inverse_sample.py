@@ -102,6 +102,37 @@ def test_nuts_rejects_bad_settings():
         inverse_gp_nuts(jax.random.key(1), fit, x[:1], 10, spectrum_tol=np.nan)
 
 
+def test_nuts_reports_nan_diagnostics_for_too_few_draws():
+    """Fewer than 4 kept states a chain leave split R-hat undefined (numpyro
+    asserts): the draws come back and R-hat (and, under 2, ESS) is NaN."""
+    x, th, fit = _moons_fit("gaussian")
+    draws, rep = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20)
+    assert draws.shape == (1, 8, 2) and np.all(np.isfinite(draws))
+    assert rep.num_keep == 2 and np.all(np.isnan(rep.rhat))
+    assert np.all(np.isfinite(rep.ess))
+    _, rep = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 4, num_warmup=20)
+    assert np.all(np.isnan(rep.ess))
+
+
+def test_nuts_does_not_recompile_on_a_repeated_call():
+    """The chains' program is one module-level jit: a second call with another
+    key, other test inputs and another prior distribution of the same shapes
+    reuses it."""
+    import numpyro.distributions as dist
+
+    from bayeskde.learn import inverse_sample
+
+    x, th, fit = _moons_fit("gaussian")
+    box = dist.Uniform(-np.ones(2), np.ones(2)).to_event(1)
+    inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20,
+                    output_prior=box)
+    size = inverse_sample._run_chains._cache_size()
+    wider = dist.Uniform(-2 * np.ones(2), 2 * np.ones(2)).to_event(1)
+    inverse_gp_nuts(jax.random.key(2), fit, x[1:2], 8, num_warmup=20,
+                    output_prior=wider)
+    assert inverse_sample._run_chains._cache_size() == size
+
+
 def _truncnorm_moments(mu, sd, lo=-1.0, hi=1.0):
     from scipy import stats
 
