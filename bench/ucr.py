@@ -105,6 +105,7 @@ def run_one(problem, method):
     if hasattr(est, "selected_"):
         row["selected"] = est.selected_
         row["loo_accuracy"] = est.loo_accuracy_
+        row["loo_error"] = est.loo_error_
     return row
 
 

@@ -39,6 +39,8 @@ from .latent import taylor_dimension as taylor_dimension
 from .latent import taylor_map as taylor_map
 from .variational import VariationalHMM as VariationalHMM
 from .variational import fit_variational_hmm as fit_variational_hmm
+from .variational import mode_weights as mode_weights
+from .variational import variational_elbo as variational_elbo
 from .variational import variational_posteriors as variational_posteriors
 
 __all__ = [
@@ -46,6 +48,8 @@ __all__ = [
     "SequenceKernelClassifier",
     "VariationalHMM",
     "fit_variational_hmm",
+    "mode_weights",
+    "variational_elbo",
     "variational_posteriors",
     "FisherScores",
     "empirical_fisher_information",

@@ -48,6 +48,8 @@ _ALPHAS = 10.0 ** np.arange(-8.0, 2.5, 0.5)
 # kernel on standardised (centred) features cannot do; on ACSF1 (10 classes) the
 # window kernel's test accuracy went from 0.68 to 0.91 with it
 _INTERCEPT = 1.0
+# the HMM family's candidate numbers of states for n_states="auto"
+_AUTO_STATES = (4, 8)
 
 
 def _one_hot(y_idx, n_classes):
@@ -282,7 +284,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                     out.append(dict(family=fam, depth=depth, gamma_scale=g,
                                     derivative=w, max_length=ml))
             else:
-                ns = (4, 8) if self.n_states == "auto" else (int(self.n_states),)
+                ns = _AUTO_STATES if self.n_states == "auto" else (
+                    int(self.n_states),)
                 w = 1.0 if auto_w else float(self.derivative)
                 for n in ns:
                     key, sub = jax.random.split(key)

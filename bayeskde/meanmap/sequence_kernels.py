@@ -25,6 +25,12 @@ for the window kernel, a unit mean diagonal on the training series:
   Bayes (``hmm="bayes"``, :mod:`bayeskde.meanmap.variational`: the clique features
   averaged over the parameter posterior too), with random Fourier features of
   the observation RBF, optionally through the RBF map of eq. (24) (``nu``).
+  The Bayesian kernel averages over the posterior's modes: ``vb_restarts``
+  variational fits per number of states in ``n_states`` (an int or a tuple),
+  each started from its own EM run (the first from the EM fit of ``hmm="em"``),
+  and ``k = sum_m w_m k_m / sqrt(k_m(x, x) k_m(y, y))`` with ``w =
+  softmax(ELBO)`` (:func:`~bayeskde.meanmap.mode_weights`): the expected
+  cosine-normalised kernel under the mixture ``sum_m w_m q_m(theta)``.
 
 The other components read the same preprocessed frames: each series shortened to at
 most ``max_length`` frames by piecewise aggregate approximation (the mean of equal
@@ -57,7 +63,13 @@ from .latent import (
     rff_frequencies,
     state_kernel_matrix,
 )
-from .variational import fit_variational_hmm, variational_posteriors
+from .variational import (
+    VariationalHMM,
+    fit_variational_hmm,
+    mode_weights,
+    variational_elbo,
+    variational_posteriors,
+)
 
 __all__ = ["FAMILIES", "preprocess", "make_component", "window_sum"]
 
@@ -160,64 +172,103 @@ class _LMMK:
 
     def __init__(self, n_states, hmm, derivative, max_length, nu, n_features,
                  n_iter, n_restarts, key, concentration=1.0, prior_strength=1e-2,
-                 vb_iter=30):
+                 vb_iter=30, vb_restarts=4):
         self.n_states, self.hmm, self.derivative = n_states, hmm, derivative
         self.max_length, self.nu, self.n_features = max_length, nu, n_features
         self.n_iter, self.n_restarts, self.key = n_iter, n_restarts, key
         self.concentration, self.prior_strength = concentration, prior_strength
-        self.vb_iter = vb_iter
+        self.vb_iter, self.vb_restarts = vb_iter, vb_restarts
 
-    def _posteriors(self, X, lengths):
+    def _posteriors(self, X, lengths, q):
         if self.hmm == "bayes":
-            return variational_posteriors(self.q_, jnp.asarray(X), jnp.asarray(lengths))
+            return variational_posteriors(q, jnp.asarray(X), jnp.asarray(lengths))
         post = batch_posteriors(self.params_, X, lengths)
         return post.gamma, post.xi
 
     def _features(self, sequences):
+        """One :class:`LatentFeatures` per kept mode (one for EM)."""
         X, lengths = preprocess(sequences, self.max_length, self.derivative)
         X = jnp.asarray(X, self.dtype_)
         lengths = jnp.asarray(lengths)
-        gamma, xi = self._posteriors(X, lengths)
-        return continuous_latent_features(gamma, X, xi, lengths, self.rbf_gamma_,
-                                          self.omega_, kind="rff")
+        out = []
+        for q in self.modes_:
+            gamma, xi = self._posteriors(X, lengths, q)
+            out.append(continuous_latent_features(gamma, X, xi, lengths,
+                                                  self.rbf_gamma_, self.omega_,
+                                                  kind="rff"))
+        return out
+
+    def _fit_modes(self, key, cases, X, lengths):
+        """EM (``hmm="em"``); or ``vb_restarts`` variational fits, each started
+        from its own EM run, kept with their posterior weights."""
+        if self.hmm == "em":
+            self.params_ = fit_hmm(key, cases, self.n_states, emission="gaussian",
+                                   n_iter=self.n_iter,
+                                   n_restarts=self.n_restarts).params
+            self.dtype_ = self.params_.emission.means.dtype
+            self.modes_, self.mode_weights_ = [self.params_], np.ones(1)
+            return
+        modes, elbos = [], []
+        grid = self.n_states if isinstance(self.n_states, tuple) else (self.n_states,)
+        runs = [(n, r) for n in grid for r in range(self.vb_restarts)]
+        # the first run starts from the EM fit hmm="em" makes with this key
+        keys = [key, *jax.random.split(key, len(runs) - 1)]
+        for (n_states, _), k in zip(runs, keys, strict=True):
+            params = fit_hmm(k, cases, n_states, emission="gaussian",
+                             n_iter=self.n_iter, n_restarts=self.n_restarts).params
+            self.dtype_ = params.emission.means.dtype
+            Xj, Lj = jnp.asarray(X, self.dtype_), jnp.asarray(lengths)
+            q = fit_variational_hmm(params, Xj, Lj, n_iter=self.vb_iter,
+                                    concentration=self.concentration,
+                                    prior_strength=self.prior_strength)
+            modes.append(q)
+            elbos.append(float(variational_elbo(
+                q, Xj, Lj, concentration=self.concentration,
+                prior_strength=self.prior_strength)))
+        self.elbos_ = np.asarray(elbos)
+        w = mode_weights(self.elbos_)
+        keep = np.flatnonzero(w > 1e-12)
+        self.modes_ = [modes[i] for i in keep]
+        self.mode_weights_ = w[keep] / w[keep].sum()
+        self.q_ = modes[int(np.argmax(w))]
 
     def fit(self, sequences):
         X, lengths = preprocess(sequences, self.max_length, self.derivative)
         k_fit, k_rff = jax.random.split(self.key)
         cases = [x[:n] for x, n in zip(X, lengths, strict=True)]
-        self.params_ = fit_hmm(k_fit, cases, self.n_states, emission="gaussian",
-                               n_iter=self.n_iter, n_restarts=self.n_restarts).params
-        self.dtype_ = self.params_.emission.means.dtype
-        if self.hmm == "bayes":
-            self.q_ = fit_variational_hmm(self.params_, jnp.asarray(X, self.dtype_),
-                                          jnp.asarray(lengths), n_iter=self.vb_iter,
-                                          concentration=self.concentration,
-                                          prior_strength=self.prior_strength)
+        self._fit_modes(k_fit, cases, X, lengths)
         frames = np.concatenate(cases)
         self.rbf_gamma_ = jnp.asarray(median_gamma(frames[:: max(1, len(frames)
                                                                  // 2000)]),
                                       self.dtype_)
         self.omega_ = rff_frequencies(k_rff, X.shape[2], self.n_features,
                                       float(self.rbf_gamma_))
-        self.state_kernel_ = state_kernel_matrix(self.n_states, math.inf)
+        self.state_kernels_ = [state_kernel_matrix(_n_states(q), math.inf)
+                               for q in self.modes_]
         self.f_ = self._features(sequences)
-        self.d_ = np.asarray(lmmk_diag_from_features(self.f_, self.state_kernel_,
-                                                     None), np.float64)
-        K = np.asarray(lmmk_gram_from_features(self.f_, self.f_, self.state_kernel_,
-                                               None), np.float64)
-        self.K_ = self._map(_normalise(K, self.d_, self.d_))
+        self.d_ = self._diags(self.f_)
+        self.K_ = self._map(self._mixture(self.f_, self.d_))
         return self
+
+    def _mixture(self, fs, ds):
+        """``sum_m w_m`` of the cosine-normalised kernels of the modes."""
+        out = 0.0
+        for w, f, d, f0, d0, L in zip(self.mode_weights_, fs, ds, self.f_, self.d_,
+                                      self.state_kernels_, strict=True):
+            K = np.asarray(lmmk_gram_from_features(f, f0, L, None), np.float64)
+            out = out + w * _normalise(K, d, d0)
+        return out
 
     def _map(self, K):
         return K if self.nu is None else np.exp(-self.nu * np.maximum(2 - 2 * K, 0))
 
     def cross(self, sequences):
-        f = self._features(sequences)
-        d = np.asarray(lmmk_diag_from_features(f, self.state_kernel_, None),
-                       np.float64)
-        K = np.asarray(lmmk_gram_from_features(f, self.f_, self.state_kernel_, None),
-                       np.float64)
-        return self._map(_normalise(K, d, self.d_))
+        fs = self._features(sequences)
+        return self._map(self._mixture(fs, self._diags(fs)))
+
+    def _diags(self, fs):
+        return [np.asarray(lmmk_diag_from_features(f, L, None), np.float64)
+                for f, L in zip(fs, self.state_kernels_, strict=True)]
 
     def with_nu(self, nu):
         """A copy sharing the fitted HMM and features, another ``nu``."""
@@ -229,6 +280,11 @@ class _LMMK:
             raise ValueError("with_nu needs a component fitted with nu=None")
         other.K_ = other._map(base)
         return other
+
+
+def _n_states(params):
+    return (params.initial if isinstance(params, VariationalHMM)
+            else params.log_initial).shape[0]
 
 
 def _differences(sequences):

@@ -25,6 +25,15 @@ the "posterior expectation of the clique features" of Mehta and Gray, eqs.
 (20)-(23), under the Bayesian HMM, in the form :mod:`bayeskde.meanmap.latent`
 takes (``gamma`` ``(n, T, N)`` zero on padding, summed ``xi`` ``(n, N, N)``).
 
+:func:`variational_elbo` gives the bound ``F(q)`` each fit reaches (Beal eq.
+3.22; tested against a Monte Carlo estimate over ``q(theta)`` with every state
+path enumerated), and :func:`mode_weights` the posterior weights
+``softmax(F_m)`` of fits started from different points, read as the components
+of a mixture ``q(theta) = sum_m w_m q_m(theta)``. Separate local optima of an
+HMM's bound differ by tens to hundreds of nats on the UCR sets (measured on
+ArrowHead, ItalyPowerDemand, GunPoint: the weights are one-hot), so the mixture
+keeps the fit of the highest bound.
+
 Cost: O(n_iter n T N (N + d)) time, O(n T N) memory; the loop is one compiled
 ``lax.fori_loop``.
 """
@@ -36,14 +45,21 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
-from jax.scipy.special import digamma, logsumexp
+from jax.scipy.special import digamma, gammaln, logsumexp
 from jaxtyping import Array, Float, Int
 
 from .._validation import check_integer, check_positive
 from ..hmm import GaussianEmission, HMMParams, forward_backward
 
-__all__ = ["VariationalHMM", "fit_variational_hmm", "variational_posteriors"]
+__all__ = [
+    "VariationalHMM",
+    "fit_variational_hmm",
+    "mode_weights",
+    "variational_elbo",
+    "variational_posteriors",
+]
 
 
 class VariationalHMM(NamedTuple):
@@ -84,7 +100,8 @@ def _e_step(q, X, lengths):
     log_pi = _expected_log_dirichlet(q.initial)
     log_a = _expected_log_dirichlet(q.transition)
     log_r = logsumexp(log_a, axis=1)
-    log_pi = log_pi - logsumexp(log_pi)
+    log_s = logsumexp(log_pi)
+    log_pi = log_pi - log_s
     log_a = log_a - log_r[:, None]
     ell = _expected_log_likelihoods(q, X)
     steps = jnp.arange(X.shape[1])
@@ -94,7 +111,42 @@ def _e_step(q, X, lengths):
     post = jax.vmap(lambda e, m: forward_backward(log_pi, log_a, e, mask=m))(ell,
                                                                              mask)
     gamma = jnp.where(mask[..., None], post.gamma, 0.0)
-    return gamma, post.xi, post.log_likelihood
+    # log Z_n = log sum_z exp E_q[log p(x_n, z | theta)]: the normaliser of q(z_n),
+    # undoing the two renormalisations above
+    return gamma, post.xi, post.log_likelihood + log_s
+
+
+def _kl_dirichlet(conc, conc0):
+    """``KL(Dir(conc) || Dir(conc0))`` over the last axis."""
+    c, c0 = jnp.sum(conc, -1), jnp.sum(conc0, -1)
+    return (gammaln(c) - jnp.sum(gammaln(conc), -1) - gammaln(c0)
+            + jnp.sum(gammaln(conc0), -1)
+            + jnp.sum((conc - conc0) * (digamma(conc) - digamma(c)[..., None]), -1))
+
+
+def _kl_normal_gamma(q, prior):
+    """``sum_{i,d} KL(NG(m, beta, a, b) || NG(m_0, beta_0, a_0, b_0))``: the
+    Gamma KL plus the expected (over ``lambda``) KL of the two normals of
+    precisions ``beta lambda`` and ``beta_0 lambda``."""
+    _, m0, beta0, a0, b0 = prior
+    m0, b0 = m0[None], b0[None]
+    a, b, beta = q.shape, q.rate, q.beta[:, None]
+    kl_gamma = ((a - a0) * digamma(a) - gammaln(a) + gammaln(a0)
+                + a0 * (jnp.log(b) - jnp.log(b0)) + a * (b0 - b) / b)
+    kl_normal = 0.5 * (jnp.log(beta / beta0) + beta0 / beta - 1.0
+                       + beta0 * (a / b) * (q.means - m0) ** 2)
+    return jnp.sum(kl_gamma + kl_normal)
+
+
+def _elbo(q, X, lengths, prior):
+    """Beal (2003) eq. 3.22 at the optimal ``q(z)`` for ``q(theta)``:
+    ``F = sum_n log Z_n - KL(q(theta) || p(theta))``."""
+    alpha0 = prior[0]
+    _, _, log_z = _e_step(q, X, lengths)
+    kl = (_kl_dirichlet(q.initial, jnp.full_like(q.initial, alpha0))
+          + jnp.sum(_kl_dirichlet(q.transition, jnp.full_like(q.transition, alpha0)))
+          + _kl_normal_gamma(q, prior))
+    return jnp.sum(log_z) - kl
 
 
 def _m_step(gamma, xi, X, prior):
@@ -157,20 +209,74 @@ def fit_variational_hmm(
     if not isinstance(init.emission, GaussianEmission):
         raise TypeError("init must have a GaussianEmission")
     n_iter = check_integer(n_iter, "n_iter", minimum=0)
-    alpha0 = check_positive(concentration, "concentration")
-    strength = check_positive(prior_strength, "prior_strength")
     X = jnp.asarray(X)
     lengths = jnp.asarray(lengths)
+    prior = _prior(X, lengths, concentration, prior_strength)
+    gamma, xi = _posteriors_under(init, X, lengths)
+    return _fit(gamma, xi, X, lengths, prior, n_iter)
+
+
+def _prior(X, lengths, concentration, prior_strength):
+    """``(alpha_0, m_0, beta_0, a_0, b_0)`` of :func:`fit_variational_hmm`."""
+    alpha0 = check_positive(concentration, "concentration")
+    strength = check_positive(prior_strength, "prior_strength")
     mask = (jnp.arange(X.shape[1])[None, :] < lengths[:, None])[..., None]
     count = jnp.sum(mask)
     mean = jnp.sum(jnp.where(mask, X, 0.0), axis=(0, 1)) / count
     var = jnp.sum(jnp.where(mask, (X - mean[None, None]) ** 2, 0.0),
                   axis=(0, 1)) / count
     dt = X.dtype
-    prior = (jnp.asarray(alpha0, dt), mean, jnp.asarray(strength, dt),
-             jnp.ones((), dt), strength * jnp.maximum(var, 1e-6))
-    gamma, xi = _posteriors_under(init, X, lengths)
-    return _fit(gamma, xi, X, lengths, prior, n_iter)
+    return (jnp.asarray(alpha0, dt), mean, jnp.asarray(strength, dt),
+            jnp.ones((), dt), strength * jnp.maximum(var, 1e-6))
+
+
+def variational_elbo(
+    q: VariationalHMM,
+    X: Float[Array, "n t_max d"],
+    lengths: Int[Array, " n"],
+    *,
+    concentration: float = 1.0,
+    prior_strength: float = 1e-2,
+) -> Float[Array, ""]:
+    """The evidence lower bound of ``q(theta)`` under the priors of
+    :func:`fit_variational_hmm` (same ``concentration``, ``prior_strength``).
+
+    ``F(q) = sum_n log Z_n - KL(q(theta) || p(theta))`` (Beal 2003, eq. 3.22 with
+    the optimal ``q(z)``), where ``log Z_n = log sum_z exp E_q[log p(x_n, z |
+    theta)]`` is the forward algorithm on the sub-normalised parameters and the
+    KL is a sum of closed-form Dirichlet and Normal-Gamma terms. ``F <= log
+    p(X)``; the gap is ``KL(q(theta) q(z) || p(theta, z | X))``.
+    """
+    X = jnp.asarray(X)
+    lengths = jnp.asarray(lengths)
+    return _elbo_jit(q, X, lengths, _prior(X, lengths, concentration, prior_strength))
+
+
+_elbo_jit = jax.jit(_elbo)
+
+
+def mode_weights(elbos) -> np.ndarray:
+    """Posterior weights of variational fits started from different points.
+
+    Each fit ``m`` is a local optimum ``q_m`` of the ELBO; read as one component
+    of the mixture ``q(theta) = sum_m w_m q_m(theta)`` with components that do
+    not overlap, the mixture's ELBO is ``sum_m w_m (F_m - log w_m)``, maximised
+    by ``w_m = exp(F_m) / sum_k exp(F_k)`` (the mixture-of-modes view of
+    Bishop 2006, section 10.1.4 / Jaakkola and Jordan 1998). A mean map then
+    averages a kernel over ``q`` as ``sum_m w_m k_m``.
+
+    Args:
+        elbos: ``(M,)`` finite ELBOs.
+
+    Returns:
+        ``(M,)`` weights summing to one.
+    """
+    elbos = np.asarray(elbos, np.float64)
+    if elbos.ndim != 1 or elbos.size == 0 or not np.all(np.isfinite(elbos)):
+        raise ValueError(f"elbos must be a non-empty 1-D array of finite numbers, "
+                         f"got {elbos!r}")
+    w = np.exp(elbos - elbos.max())
+    return w / w.sum()
 
 
 def _posteriors_under(params, X, lengths):

@@ -208,3 +208,25 @@ def test_variational_e_step_equals_path_enumeration(rng):
             xi_ref[z[t], z[t + 1]] += p
     assert_close(gamma[0], g_ref / w, rtol=10 * RTOL, atol=10 * RTOL)
     assert_close(xi[0], xi_ref / w, rtol=10 * RTOL, atol=10 * RTOL)
+
+
+def test_bayes_hmm_kernel_mixes_its_modes(italy):
+    # the Bayesian HMM kernel over several variational fits: the mixture of the
+    # modes' cosine-normalised kernels with weights softmax(ELBO), one per mode
+    # kept; a mean of unit-diagonal PSD kernels, and cross() on the training
+    # series gives the training Gram back
+    from bayeskde.meanmap.sequence_kernels import make_component
+
+    seqs = [np.asarray(x, np.float64).reshape(len(x), -1) for x in italy[0].X[:12]]
+    comp = make_component("lmmk", n_states=(2, 3), hmm="bayes", derivative=1.0,
+                          max_length=128, nu=None, n_features=16, n_iter=5,
+                          n_restarts=1, key=jax.random.key(2), vb_iter=3,
+                          vb_restarts=2).fit(seqs)
+    assert comp.elbos_.shape == (4,)
+    assert_close(np.sum(comp.mode_weights_), 1.0)
+    assert len(comp.modes_) == len(comp.mode_weights_) >= 1
+    K = comp.K_
+    assert_close(K, K.T)
+    assert_close(np.diag(K), np.ones(12), rtol=LOOSE, atol=LOOSE)
+    assert np.linalg.eigvalsh(K).min() > -LOOSE
+    assert_close(comp.cross(seqs), K, rtol=LOOSE, atol=LOOSE)
