@@ -33,7 +33,12 @@ bayeskde (C2ST then 1,000 against 1,000: not comparable to the published
 numbers; for smoke runs).
 
 Usage: ``python bench/sbi.py [--tasks two_moons ...] [--budgets 1000 10000]
-[--observations 1 2 ...] [--num-samples 10000] [--out DIR] [--float32]``.
+[--observations 1 2 ...] [--num-samples 10000] [--out DIR] [--float32]
+[--npe]``. ``--npe`` also trains sbi's NPE (``pip install -e ".[bench-sbi]"``:
+sbi and torch, CPU) on the same simulations in the same process, as sbibm
+configures it (:func:`_npe`), and scores its draws beside ours
+(``npe_sbi`` in the line: C2ST per observation, training and sampling
+seconds).
 One JSON line per (task, budget) on stdout (and appended to
 ``DIR/sbi.jsonl``).
 """
@@ -134,8 +139,43 @@ def _figure(task, budget, obs_ids, draws, refs, out_dir):
     return str(path)
 
 
+def _npe(task, pairs, x_o, num_samples, seed):
+    """sbi's NPE on the same simulations, as sbibm runs it (its
+    ``algorithms/sbi/snpe.py`` with one round: a neural spline flow of 50
+    hidden features, parameters and data z-scored independently, training
+    batch min(10,000, budget), sbi's default early stopping), trained once and
+    sampled at every observation (amortised, as our model is; sbibm retrains
+    per observation). Returns the draws ``(n_obs, num_samples, d)``, the
+    training and sampling seconds and sbi's version."""
+    import sbi
+    import torch
+    from sbi.inference import NPE
+    from sbi.neural_nets import posterior_nn
+    from sbi.utils import BoxUniform
+
+    torch.manual_seed(seed)
+    dt = torch.float32
+    prior = BoxUniform(torch.as_tensor(np.asarray(task.low), dtype=dt),
+                       torch.as_tensor(np.asarray(task.high), dtype=dt))
+    net = posterior_nn(model="nsf", hidden_features=50, z_score_x="independent",
+                       z_score_theta="independent")
+    theta = torch.as_tensor(np.asarray(pairs.theta), dtype=dt)
+    x = torch.as_tensor(np.asarray(pairs.x), dtype=dt)
+    t0 = time.perf_counter()
+    inference = NPE(prior=prior, density_estimator=net, show_progress_bars=False)
+    estimator = inference.append_simulations(theta, x).train(
+        training_batch_size=min(10_000, theta.shape[0]))
+    posterior = inference.build_posterior(estimator)
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    draws = np.stack([posterior.sample(
+        (num_samples,), x=torch.as_tensor(np.asarray(xo), dtype=dt),
+        show_progress_bars=False).numpy() for xo in x_o])
+    return draws, train_s, time.perf_counter() - t0, sbi.__version__
+
+
 def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
-        output_prior="distribution"):
+        output_prior="distribution", npe=False):
     from bayeskde.datasets import make_sbi_pairs, reference_posterior, sbi_task
     from bayeskde.learn import InverseGPRegressor
     from bayeskde.metrics import c2st
@@ -156,14 +196,28 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
         np.savez_compressed(Path(out_dir) / f"sbi_{name}_{budget}_draws.npz",
                             draws=draws.astype(np.float32), observations=obs_ids)
     _log(f"{name} {budget}: {len(obs_ids)} x {num_samples} draws {sample_s:.1f} s")
+    npe_row = None
+    if npe:
+        npe_draws, train_s, npe_sample_s, version = _npe(task, pairs, x_o,
+                                                         num_samples, seed)
+        _log(f"{name} {budget}: sbi {version} NPE train {train_s:.1f} s, "
+             f"draws {npe_sample_s:.1f} s")
+        npe_row = {"sbi_version": version, "train_s": round(train_s, 1),
+                   "sample_s": round(npe_sample_s, 1), "c2st": []}
     scores, refs, c2st_s = [], [], 0.0
-    for i, ours in zip(obs_ids, draws, strict=True):
+    for j, (i, ours) in enumerate(zip(obs_ids, draws, strict=True)):
         ref = reference_posterior(name, i, source=source)
         refs.append(ref)
         t0 = time.perf_counter()
         scores.append(c2st(ref, ours))
         c2st_s += time.perf_counter() - t0
-        _log(f"{name} {budget}: observation {i} C2ST {scores[-1]:.3f}")
+        line = f"{name} {budget}: observation {i} C2ST {scores[-1]:.3f}"
+        if npe_row is not None:
+            npe_row["c2st"].append(round(c2st(ref, npe_draws[j]), 4))
+            line += f" (sbi NPE {npe_row['c2st'][-1]:.3f})"
+        _log(line)
+    if npe_row is not None:
+        npe_row["c2st_mean"] = round(float(np.mean(npe_row["c2st"])), 4)
     rep = reg.fit_.report
     report = {k: round(float(v), 4) for k, v in rep._asdict().items()
               if isinstance(v, float | int)}
@@ -192,7 +246,7 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
         "c2st_s": round(c2st_s, 1),
         "method": reg.method, "approx": getattr(reg.fit_, "approx", None),
         "fit_report": {"kind": type(rep).__name__, **report},
-        "noise": noise, "nuts": nuts,
+        "noise": noise, "nuts": nuts, "npe_sbi": npe_row,
         "distinct_draws_obs1": int(len(np.unique(draws[0], axis=0))),
         "output_prior": output_prior, "seed": seed,
         "precision": "float64" if jax.config.jax_enable_x64 else "float32",
@@ -247,6 +301,9 @@ def main(argv=None):
     p.add_argument("--replot", action="store_true",
                    help="redraw the figures from the draws saved in --out; no fit")
     p.add_argument("--float32", action="store_true")
+    p.add_argument("--npe", action="store_true",
+                   help="also train sbi's NPE on the same simulations and score "
+                        "it (needs the bench-sbi extra: sbi, CPU torch)")
     args = p.parse_args(argv)
     jax.config.update("jax_enable_x64", not args.float32)
     if args.replot:
@@ -262,7 +319,7 @@ def main(argv=None):
     for budget in args.budgets:
         for name in args.tasks:
             row = run(name, budget, obs, n, source, args.seed, args.out,
-                      args.output_prior)
+                      args.output_prior, args.npe)
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.out:
