@@ -147,6 +147,9 @@ def _npe(task, pairs, x_o, num_samples, seed):
     sampled at every observation (amortised, as our model is; sbibm retrains
     per observation). Returns the draws ``(n_obs, num_samples, d)``, the
     training and sampling seconds and sbi's version."""
+    here = str(Path(__file__).resolve().parent)
+    # this script is bench/sbi.py: its folder, first on sys.path, shadows sbi
+    sys.path[:] = [q for q in sys.path if str(Path(q or ".").resolve()) != here]
     import sbi
     import torch
     from sbi.inference import NPE
