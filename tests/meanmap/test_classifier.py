@@ -221,8 +221,8 @@ def test_bayes_hmm_kernel_mixes_its_modes(italy):
     comp = make_component("lmmk", n_states=(2, 3), hmm="bayes", derivative=1.0,
                           max_length=128, nu=None, n_features=16, n_iter=5,
                           n_restarts=1, key=jax.random.key(2), vb_iter=3,
-                          vb_restarts=2).fit(seqs)
-    assert comp.elbos_.shape == (4,)
+                          vb_restarts=1).fit(seqs)
+    assert comp.elbos_.shape == (2,)
     assert_close(np.sum(comp.mode_weights_), 1.0)
     assert len(comp.modes_) == len(comp.mode_weights_) >= 1
     K = comp.K_
