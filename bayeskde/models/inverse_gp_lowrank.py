@@ -508,12 +508,9 @@ def lowrank_replicates(
     Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
     Cost O(m R n d_x) for n draws (Nystroem: per rate drawn)."""
     basis = data.lowrank
-    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
-    noise = np.asarray(noise, np.float64).reshape(-1)
+    amplitude, noise, pairs, k_f, k_e = replicate_pairs(key, amplitude, noise,
+                                                        pair_log_joint)
     n = len(amplitude)
-    k_pair, k_f, k_e = jax.random.split(key, 3)
-    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64).reshape(n, -1))
-    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
     alpha = np.asarray(data.alpha, np.float64)
     gammas = np.asarray(data.gammas, np.float64)
     D = alpha.shape[1]
@@ -530,12 +527,8 @@ def lowrank_replicates(
             if cache is not None:
                 cache[(g, d)] = (lam, coef, proj)
         idx = np.flatnonzero(pairs == p)
-        al = amplitude[idx, None] * lam[None]
-        v = al + noise[idx, None]
-        z = np.asarray(jax.random.normal(jax.random.fold_in(k_f, int(p)),
-                                         (len(idx), len(lam), d_x)), np.float64)
-        c = ((al / v)[..., None] * proj[None]
-             + np.sqrt(al * noise[idx, None] / v)[..., None] * z)
+        c = replicate_coefficients(jax.random.fold_in(k_f, int(p)), lam, proj,
+                                   amplitude[idx], noise[idx])
         group = 0 if basis.kind == "hsgp" else g
         acc = coef_all.setdefault(group, np.zeros((*R_shape, n, d_x)))
         acc[..., idx, :] += np.einsum("...r,krx->...kx", coef / lam, c)
@@ -546,7 +539,38 @@ def lowrank_replicates(
         f += _apply_rows(basis, anchors, jnp.asarray(gammas[g], dt), D,
                          jnp.asarray(C.reshape(*R_shape, n * d_x), dt),
                          np.asarray(data.Y, dt)).reshape(m, n, d_x)
-    eps = np.sqrt(noise)[:, None, None] * np.asarray(
-        jax.random.normal(k_e, (n, m, d_x)), np.float64)
-    x = np.transpose(f, (1, 0, 2)) + eps + np.asarray(data.x_mean, np.float64)
+    x = (np.transpose(f, (1, 0, 2)) + replicate_noise(k_e, noise, m, d_x)
+         + np.asarray(data.x_mean, np.float64))
     return x.astype(dt), pairs
+
+
+def replicate_pairs(key, amplitude, noise, pair_log_joint):
+    """The shared first step of the replicates (exact and low rank): each
+    draw's pair from its conditional posterior. Returns ``(amplitude, noise,
+    pairs, k_f, k_e)``, the first two float64 ``(n,)``, the keys of the
+    latent and noise parts."""
+    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
+    noise = np.asarray(noise, np.float64).reshape(-1)
+    k_pair, k_f, k_e = jax.random.split(key, 3)
+    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64)
+                     .reshape(len(amplitude), -1))
+    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
+    return amplitude, noise, pairs, k_f, k_e
+
+
+def replicate_coefficients(key, lam, proj, amplitude, noise):
+    """f's coefficients on one pair's eigenvectors for the draws of that pair:
+    c = (a^2 l / v) U^T X + sqrt(a^2 l s^2 / v) z, v = a^2 l + s^2,
+    ``(n_p, r, d_x)``."""
+    al = amplitude[:, None] * lam[None]
+    v = al + noise[:, None]
+    z = np.asarray(jax.random.normal(key, (len(amplitude), *proj.shape)),
+                   np.float64)
+    return ((al / v)[..., None] * proj[None]
+            + np.sqrt(al * noise[:, None] / v)[..., None] * z)
+
+
+def replicate_noise(key, noise, m, d_x):
+    """The replicates' observation noise s eps, ``(n, m, d_x)``."""
+    return np.sqrt(noise)[:, None, None] * np.asarray(
+        jax.random.normal(key, (len(noise), m, d_x)), np.float64)

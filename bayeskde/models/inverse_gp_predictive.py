@@ -40,7 +40,13 @@ from .._typing import ArrayLike
 from ..kernels import squared_distances
 from ._inverse_gp_base import rbf_powers as _rbf_powers
 from .inverse_gp import InverseGPData, _as_2d
-from .inverse_gp_lowrank import feature_projections, lowrank_pair_spectrum
+from .inverse_gp_lowrank import (
+    feature_projections,
+    lowrank_pair_spectrum,
+    replicate_coefficients,
+    replicate_noise,
+    replicate_pairs,
+)
 from .inverse_noise import residual_log_likelihood
 
 __all__ = [
@@ -148,28 +154,18 @@ def exact_replicates(
     Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
     Cost O(m^3) per distinct pair drawn plus O(n m r d_x).
     """
-    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
-    noise = np.asarray(noise, np.float64).reshape(-1)
-    n = len(amplitude)
-    k_pair, k_f, k_e = jax.random.split(key, 3)
-    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64).reshape(n, -1))
-    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
+    amplitude, noise, pairs, k_f, k_e = replicate_pairs(key, amplitude, noise,
+                                                        pair_log_joint)
     D = data.alpha.shape[1]
     m, d_x = data.X.shape
-    f = np.zeros((n, m, d_x))
+    f = np.zeros((len(amplitude), m, d_x))
     for p in np.unique(pairs):
         lam, U, proj = _pair_spectrum(data, int(p) // D, int(p) % D, cache)
         idx = np.flatnonzero(pairs == p)
-        al = amplitude[idx, None] * lam[None]
-        v = al + noise[idx, None]
-        z = np.asarray(jax.random.normal(jax.random.fold_in(k_f, int(p)),
-                                         (len(idx), len(lam), d_x)), np.float64)
-        c = ((al / v)[..., None] * proj[None]
-             + np.sqrt(al * noise[idx, None] / v)[..., None] * z)
+        c = replicate_coefficients(jax.random.fold_in(k_f, int(p)), lam, proj,
+                                   amplitude[idx], noise[idx])
         f[idx] = np.einsum("mr,krx->kmx", U, c)
-    eps = np.sqrt(noise)[:, None, None] * np.asarray(
-        jax.random.normal(k_e, (n, m, d_x)), np.float64)
-    x = f + eps + np.asarray(data.x_mean, np.float64)
+    x = f + replicate_noise(k_e, noise, m, d_x) + np.asarray(data.x_mean, np.float64)
     return x.astype(data.X.dtype), pairs
 
 
