@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import pytest
+from numpyro.diagnostics import effective_sample_size
 
 from bayeskde.learn import InverseGPRegressor
 from bayeskde.learn import inverse_predictive as ip
@@ -191,11 +192,23 @@ def test_nuts_matches_an_importance_oracle_and_the_exact_posterior(noise, sampli
     # Monte Carlo error: sd / sqrt(ESS) for both, 5 of them
     tol = 5 * sd_is * np.sqrt(1 / rep.ess + 1 / ess_is[:, None])
     assert np.all(np.abs(mean_nuts - mean_is) < tol)
-    np.testing.assert_allclose(sd_nuts, sd_is, rtol=0.06)
-    # the exact posterior of the simulator: the model's GP is within 0.05
+    # the sd's Monte Carlo error is set by the squared deviations' ESS (the
+    # tails' mixing), not the draws' bulk ESS: the delta method gives
+    # se(sd) / sd = sd(dev^2) / (2 mean(dev^2) sqrt(ESS(dev^2))); 5 of them
+    chains = draws.reshape(2, 4, -1, d)
+    dev2 = (chains - chains.mean((1, 2), keepdims=True)) ** 2
+    ess2 = np.stack([np.asarray(effective_sample_size(v)) for v in dev2])  # (2, d)
+    rel_se = dev2.reshape(2, -1, d).std(1) / (2 * dev2.reshape(2, -1, d).mean(1))
+    rel_tol = 5 * rel_se * np.sqrt(1 / ess2 + 1 / ess_is[:, None])
+    assert np.all(np.abs(sd_nuts / sd_is - 1) < rel_tol)
+    assert rel_tol.max() < 0.15  # the check has teeth
+    # the exact posterior of the simulator against the model's own predictive
+    # (the importance oracle, free of the chains' error): the GP forward model
+    # is within 0.08 of the mean; its noise model widens the sd (the residual
+    # density's kernel adds its bandwidth: 16% here in float64)
     em, es = _truncnorm_moments(x_o, np.sqrt(0.1))
-    assert np.abs(mean_nuts - em).max() < 0.08
-    assert np.abs(sd_nuts / es - 1).max() < 0.2
+    assert np.abs(mean_is - em).max() < 0.08
+    assert np.abs(sd_is / es - 1).max() < 0.2
 
 
 @pytest.mark.slow
