@@ -2,6 +2,9 @@
 kernel and the Fisher kernel baseline (Mehta and Gray, seed 004)."""
 
 from .classifier import SequenceKernelClassifier as SequenceKernelClassifier
+from .classifier import StackingWeights as StackingWeights
+from .classifier import simplex_grid as simplex_grid
+from .classifier import stacking_weights as stacking_weights
 from .closed_forms import categorical_gmmk as categorical_gmmk
 from .closed_forms import categorical_ppk as categorical_ppk
 from .closed_forms import clique_mean_map_kernel as clique_mean_map_kernel
@@ -46,6 +49,9 @@ from .variational import variational_posteriors as variational_posteriors
 __all__ = [
     "LatentMeanMapKernel",
     "SequenceKernelClassifier",
+    "StackingWeights",
+    "simplex_grid",
+    "stacking_weights",
     "VariationalHMM",
     "fit_variational_hmm",
     "mode_weights",

@@ -28,7 +28,11 @@ for the window kernel, a unit mean diagonal on the training series:
   The Bayesian kernel averages over the posterior's modes: ``vb_restarts``
   variational fits per number of states in ``n_states`` (an int or a tuple),
   each started from its own EM run (the first from the EM fit of ``hmm="em"``),
-  and ``k = sum_m w_m k_m / sqrt(k_m(x, x) k_m(y, y))`` with ``w =
+  and ``k = sum_m w_m k_m / sqrt(k_m(x, x) k_m(y, y))``. ``mode_weighting``
+  says how ``w`` is chosen: ``"stacking"`` passes the modes' training Grams to
+  a ``weigh`` function the caller supplies (the classifier's: the simplex
+  weights of least leave-one-out error, :func:`~bayeskde.meanmap.classifier.
+  stacking_weights`; Yao, Vehtari and Gelman 2022), ``"elbo"`` takes ``w =
   softmax(ELBO)`` (:func:`~bayeskde.meanmap.mode_weights`): the expected
   cosine-normalised kernel under the mixture ``sum_m w_m q_m(theta)``.
 
@@ -71,9 +75,12 @@ from .variational import (
     variational_posteriors,
 )
 
-__all__ = ["FAMILIES", "preprocess", "make_component", "window_sum"]
+__all__ = ["FAMILIES", "MODE_WEIGHTINGS", "preprocess", "make_component",
+           "window_sum"]
 
 FAMILIES = ("window", "gak", "signature", "lmmk")
+# how the Bayesian HMM kernel weights its variational modes
+MODE_WEIGHTINGS = ("stacking", "elbo")
 
 
 def _paa(x: np.ndarray, m: int) -> np.ndarray:
@@ -172,12 +179,16 @@ class _LMMK:
 
     def __init__(self, n_states, hmm, derivative, max_length, nu, n_features,
                  n_iter, n_restarts, key, concentration=1.0, prior_strength=1e-2,
-                 vb_iter=30, vb_restarts=4):
+                 vb_iter=30, vb_restarts=4, mode_weighting="elbo"):
+        if mode_weighting not in MODE_WEIGHTINGS:
+            raise ValueError(f"mode_weighting must be one of {MODE_WEIGHTINGS}, got "
+                             f"{mode_weighting!r}")
         self.n_states, self.hmm, self.derivative = n_states, hmm, derivative
         self.max_length, self.nu, self.n_features = max_length, nu, n_features
         self.n_iter, self.n_restarts, self.key = n_iter, n_restarts, key
         self.concentration, self.prior_strength = concentration, prior_strength
         self.vb_iter, self.vb_restarts = vb_iter, vb_restarts
+        self.mode_weighting = mode_weighting
 
     def _posteriors(self, X, lengths, q):
         if self.hmm == "bayes":
@@ -199,8 +210,8 @@ class _LMMK:
         return out
 
     def _fit_modes(self, key, cases, X, lengths):
-        """EM (``hmm="em"``); or ``vb_restarts`` variational fits, each started
-        from its own EM run, kept with their posterior weights."""
+        """EM (``hmm="em"``); or ``vb_restarts`` variational fits per number of
+        states, each started from its own EM run, with their ELBOs."""
         if self.hmm == "em":
             self.params_ = fit_hmm(key, cases, self.n_states, emission="gaussian",
                                    n_iter=self.n_iter,
@@ -226,17 +237,26 @@ class _LMMK:
                 q, Xj, Lj, concentration=self.concentration,
                 prior_strength=self.prior_strength)))
         self.elbos_ = np.asarray(elbos)
-        w = mode_weights(self.elbos_)
-        keep = np.flatnonzero(w > 1e-12)
-        self.modes_ = [modes[i] for i in keep]
-        self.mode_weights_ = w[keep] / w[keep].sum()
-        self.q_ = modes[int(np.argmax(w))]
+        self.modes_ = modes
+        self.mode_weights_ = mode_weights(self.elbos_)
 
-    def fit(self, sequences):
+    def fit(self, sequences, weigh=None):
+        """Fit on ``sequences``. With ``hmm="bayes"`` and ``mode_weighting=
+        "stacking"``, ``weigh`` maps the modes' cosine-normalised training
+        Grams ``(M, n, n)`` to their weights ``(M,)`` on the simplex (it is where
+        the labels enter; the classifier passes its LOO stacking)."""
+        if (self.hmm == "bayes" and self.mode_weighting == "stacking"
+                and weigh is None):
+            raise ValueError("mode_weighting='stacking' needs weigh, a function of "
+                             "the modes' training Grams (the classifier supplies "
+                             "one from the labels)")
         X, lengths = preprocess(sequences, self.max_length, self.derivative)
         k_fit, k_rff = jax.random.split(self.key)
         cases = [x[:n] for x, n in zip(X, lengths, strict=True)]
         self._fit_modes(k_fit, cases, X, lengths)
+        stacking = self.hmm == "bayes" and self.mode_weighting == "stacking"
+        if not stacking:
+            self._keep(self.mode_weights_, ("modes_",))
         frames = np.concatenate(cases)
         self.rbf_gamma_ = jnp.asarray(median_gamma(frames[:: max(1, len(frames)
                                                                  // 2000)]),
@@ -247,17 +267,43 @@ class _LMMK:
                                for q in self.modes_]
         self.f_ = self._features(sequences)
         self.d_ = self._diags(self.f_)
-        self.K_ = self._map(self._mixture(self.f_, self.d_))
+        grams = self._grams(self.f_, self.d_)
+        if stacking:
+            w = np.asarray(weigh(np.stack(grams)), np.float64)
+            if w.shape != (len(grams),) or np.any(w < 0) or not np.isclose(
+                    w.sum(), 1.0):
+                raise ValueError(f"weigh must return {len(grams)} non-negative "
+                                 f"weights summing to one, got {w!r}")
+            grams = [grams[i] for i in self._keep(
+                w, ("modes_", "state_kernels_", "f_", "d_"))]
+        self.K_ = self._map(sum(w * K for w, K in zip(self.mode_weights_, grams,
+                                                       strict=True)))
         return self
+
+    def _keep(self, w, names):
+        """Keep the modes of non-zero weight ``w`` in the per-mode lists
+        ``names`` (cross() need not compute the others), with ``w``
+        renormalised on them; returns their indices."""
+        keep = np.flatnonzero(w > 1e-12)
+        if self.hmm == "bayes":
+            self.all_mode_weights_ = np.asarray(w, np.float64)
+            self.q_ = self.modes_[int(np.argmax(w))]
+        self.mode_weights_ = w[keep] / w[keep].sum()
+        for name in names:
+            setattr(self, name, [getattr(self, name)[i] for i in keep])
+        return keep
+
+    def _grams(self, fs, ds):
+        """The cosine-normalised kernel of each mode against the training set."""
+        return [_normalise(np.asarray(lmmk_gram_from_features(f, f0, L, None),
+                                      np.float64), d, d0)
+                for f, d, f0, d0, L in zip(fs, ds, self.f_, self.d_,
+                                           self.state_kernels_, strict=True)]
 
     def _mixture(self, fs, ds):
         """``sum_m w_m`` of the cosine-normalised kernels of the modes."""
-        out = 0.0
-        for w, f, d, f0, d0, L in zip(self.mode_weights_, fs, ds, self.f_, self.d_,
-                                      self.state_kernels_, strict=True):
-            K = np.asarray(lmmk_gram_from_features(f, f0, L, None), np.float64)
-            out = out + w * _normalise(K, d, d0)
-        return out
+        return sum(w * K for w, K in zip(self.mode_weights_, self._grams(fs, ds),
+                                         strict=True))
 
     def _map(self, K):
         return K if self.nu is None else np.exp(-self.nu * np.maximum(2 - 2 * K, 0))
@@ -342,7 +388,12 @@ def window_sum(raw, diff, weight=1.0):
 
 
 def make_component(family: str, **kw):
-    """The component of ``family`` (one of :data:`FAMILIES`) with options ``kw``."""
+    """The component of ``family`` (one of :data:`FAMILIES`) with options ``kw``.
+
+    Raises:
+        ValueError: an ``"lmmk"`` ``mode_weighting`` not in
+            :data:`MODE_WEIGHTINGS`.
+    """
     cls = {"window": _Window, "gak": _GAK, "signature": _Signature,
            "lmmk": _LMMK}[family]
     return cls(**kw)

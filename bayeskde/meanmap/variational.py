@@ -32,7 +32,10 @@ path enumerated), and :func:`mode_weights` the posterior weights
 of a mixture ``q(theta) = sum_m w_m q_m(theta)``. Separate local optima of an
 HMM's bound differ by tens to hundreds of nats on the UCR sets (measured on
 ArrowHead, ItalyPowerDemand, GunPoint: the weights are one-hot), so the mixture
-keeps the fit of the highest bound.
+keeps the fit of the highest bound. The highest bound need not give the best
+kernel; :class:`~bayeskde.meanmap.SequenceKernelClassifier` can stack the modes
+by held-out error instead (``mode_weighting="stacking"``,
+:func:`~bayeskde.meanmap.stacking_weights`; Yao, Vehtari and Gelman 2022).
 
 Cost: O(n_iter n T N (N + d)) time, O(n T N) memory; the loop is one compiled
 ``lax.fori_loop``.

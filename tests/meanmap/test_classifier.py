@@ -119,10 +119,17 @@ def test_ragged_multivariate_and_every_family(rng):
     for kw in (dict(kernels=("signature",)),
                dict(kernels=("window",), window_features=300, derivative=2.0),
                dict(kernels=("lmmk",), n_states=2),
-               dict(kernels=("lmmk",), n_states=2, hmm="bayes")):
+               dict(kernels=("lmmk",), n_states=2, hmm="bayes"),
+               dict(kernels=("lmmk",), n_states=2, hmm="bayes",
+                    mode_weighting="stacking")):
         clf = SequenceKernelClassifier(**kw, key=jax.random.key(1)).fit(X, y)
         assert np.mean(clf.predict(X) == y) == 1.0, kw
         assert clf.n_channels_ == 2
+        if kw.get("mode_weighting") == "stacking":
+            (sel,) = clf.selected_
+            assert sel["mode_weighting"] == "stacking"
+            assert min(sel["mode_weights"]) >= 0
+            assert_close(sum(sel["mode_weights"]), 1.0, rtol=1e-12, atol=1e-12)
         if kw["kernels"] == ("window",):
             # a fixed derivative weight: the series' and the differences' sum
             assert [s["representation"] for s in clf.selected_] == ["both"]
@@ -230,3 +237,166 @@ def test_bayes_hmm_kernel_mixes_its_modes(italy):
     assert_close(np.diag(K), np.ones(12), rtol=LOOSE, atol=LOOSE)
     assert np.linalg.eigvalsh(K).min() > -LOOSE
     assert_close(comp.cross(seqs), K, rtol=LOOSE, atol=LOOSE)
+
+
+# --------------------------------------------------- stacking of the modes
+def _brute_loo_error(K, Y, alphas):
+    """The LOO squared error by n refits per ridge, the smallest over ridges."""
+    n = len(Y)
+    best = np.inf
+    for a in alphas:
+        ref = np.empty_like(Y)
+        for i in range(n):
+            keep = np.arange(n) != i
+            coef = np.linalg.solve(K[np.ix_(keep, keep)] + a * np.eye(n - 1), Y[keep])
+            ref[i] = K[i, keep] @ coef
+        best = min(best, float(np.mean((ref - Y) ** 2)))
+    return best
+
+
+def _mode_grams(rng, n=14, M=4):
+    """M cosine-normalised RBF Grams of views of two classes of points, from
+    informative to noise, and the one-hot codes."""
+    y = np.arange(n) % 2
+    grams = []
+    for m in range(M):
+        Z = (1.5 - 0.5 * m) * y[:, None] + rng.normal(size=(n, 3))
+        sq = np.sum((Z[:, None] - Z[None]) ** 2, axis=-1)
+        grams.append(np.exp(-0.3 * sq))
+    return np.stack(grams), _one_hot_pm(y)
+
+
+def _one_hot_pm(y):
+    Y = -np.ones((len(y), 2))
+    Y[np.arange(len(y)), y] = 1.0
+    return Y
+
+
+@pytest.mark.parametrize(("M", "step"), [(1, 0.25), (2, 0.5), (3, 0.2), (4, 0.25)])
+def test_simplex_grid_is_every_point_of_the_lattice(M, step):
+    from bayeskde.meanmap.classifier import simplex_grid
+
+    k = round(1 / step)
+    ref = {p for p in itertools.product(range(k + 1), repeat=M) if sum(p) == k}
+    grid = simplex_grid(M, step)
+    got = {tuple(int(c) for c in np.rint(p * k)) for p in grid}
+    assert got == ref and len(grid) == len(ref)
+    np.testing.assert_allclose(grid.sum(axis=1), 1.0, rtol=0, atol=1e-15)
+    assert np.all(grid >= 0)
+    # the single modes come first
+    np.testing.assert_array_equal(grid[:M], np.eye(M))
+
+
+def test_stacking_weights_equal_an_exhaustive_search(rng):
+    # the oracle: every point of the same grid scored by n refits per ridge
+    from bayeskde.meanmap import mode_weights
+    from bayeskde.meanmap.classifier import stacking_weights
+
+    grams, Y = _mode_grams(rng)
+    alphas = (1e-3, 1e-1, 1.0)
+    res = stacking_weights(grams, Y, step=0.25, alphas=alphas, intercept=1.0)
+    brute = {}
+    for p in itertools.product(range(5), repeat=4):
+        if sum(p) == 4:
+            w = np.asarray(p) / 4
+            brute[p] = _brute_loo_error(np.tensordot(w, grams, 1) + 1.0, Y, alphas)
+    best = min(brute.values())
+    np.testing.assert_allclose(res.loo_error, best, rtol=1e-8)
+    np.testing.assert_allclose(
+        res.loo_error, brute[tuple(int(c) for c in np.rint(res.weights * 4))],
+        rtol=1e-8)
+    for w, e in zip(res.grid, res.grid_errors, strict=True):
+        np.testing.assert_allclose(e, brute[tuple(int(c) for c in np.rint(w * 4))],
+                                   rtol=1e-8)
+    assert np.all(res.weights >= 0)
+    np.testing.assert_allclose(res.weights.sum(), 1.0, rtol=0, atol=1e-15)
+    # no worse than every single mode, nor than the ELBO weights: bounds tens
+    # of nats apart (as measured on the UCR sets) give a vertex of the grid
+    singles = [_brute_loo_error(K + 1.0, Y, alphas) for K in grams]
+    assert res.loo_error <= min(singles) * (1 + 1e-12)
+    w_elbo = mode_weights(np.array([-1990.0, -1865.0, -1900.0, -1870.0]))
+    assert res.loo_error <= _brute_loo_error(
+        np.tensordot(w_elbo, grams, 1) + 1.0, Y, alphas) * (1 + 1e-12)
+    # a mixture beats the best single view here: the grid is searched, not
+    # just its vertices
+    assert res.loo_error < min(singles)
+
+
+def test_stacking_prefers_fewer_modes_on_ties(rng):
+    from bayeskde.meanmap.classifier import stacking_weights
+
+    grams, Y = _mode_grams(rng, M=1)
+    res = stacking_weights(np.concatenate([grams, grams, grams]), Y)
+    np.testing.assert_array_equal(res.weights, [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (dict(step=0.3), "step"), (dict(step=0.0), "step"), (dict(step=2.0), "step"),
+    (dict(grams=np.zeros((2, 4, 5))), "grams"), (dict(Y=np.zeros((3, 2))), "grams"),
+    (dict(grams=np.zeros((4, 4))), "grams")])
+def test_stacking_bad_input(args, match):
+    from bayeskde.meanmap.classifier import stacking_weights
+
+    kw = dict(grams=np.stack([np.eye(4)] * 2), Y=_one_hot_pm(np.arange(4) % 2))
+    kw.update(args)
+    with pytest.raises(ValueError, match=match):
+        stacking_weights(kw.pop("grams"), kw.pop("Y"), **kw)
+
+
+def test_mode_weighting_bad_option(italy):
+    from bayeskde.meanmap.sequence_kernels import make_component
+
+    X, y = italy[0].X[:8], italy[0].y[:8]
+    with pytest.raises(ValueError, match="mode_weighting must be one of"):
+        SequenceKernelClassifier(kernels=("lmmk",), hmm="bayes",
+                                 mode_weighting="evidence").fit(X, y)
+    with pytest.raises(ValueError, match="mode_weighting must be one of"):
+        make_component("lmmk", n_states=2, hmm="bayes", derivative=1.0,
+                       max_length=128, nu=None, n_features=8, n_iter=2,
+                       n_restarts=1, key=jax.random.key(0), mode_weighting=None)
+    comp = make_component("lmmk", n_states=2, hmm="bayes", derivative=1.0,
+                          max_length=128, nu=None, n_features=8, n_iter=2,
+                          n_restarts=1, key=jax.random.key(0), vb_iter=1,
+                          vb_restarts=2, mode_weighting="stacking")
+    seqs = [np.asarray(x, np.float64).reshape(len(x), -1) for x in X]
+    with pytest.raises(ValueError, match="needs weigh"):
+        comp.fit(seqs)
+    with pytest.raises(ValueError, match="non-negative weights summing to one"):
+        comp.fit(seqs, weigh=lambda g: np.array([0.7, 0.7]))
+
+
+def test_bayes_hmm_kernel_stacks_its_modes(italy):
+    # the stacked kernel is the weighted sum of the modes' cosine-normalised
+    # Grams with the weights the labels chose; cross() on the training series
+    # gives it back; the EM kernel ignores the weighting
+    from bayeskde.meanmap.classifier import stacking_weights
+    from bayeskde.meanmap.sequence_kernels import make_component
+
+    X, y = italy[0].X[:12], italy[0].y[:12]
+    seqs = [np.asarray(x, np.float64).reshape(len(x), -1) for x in X]
+    Y = _one_hot_pm((y == y[0]).astype(int))
+    seen = {}
+
+    def weigh(grams):
+        seen["grams"] = grams
+        # a fixed interior point: every mode kept
+        return np.full(len(grams), 1.0 / len(grams))
+
+    kw = dict(n_states=(2, 3), derivative=1.0, max_length=128, nu=None,
+              n_features=16, n_iter=5, n_restarts=1, key=jax.random.key(2),
+              vb_iter=3, vb_restarts=1)
+    comp = make_component("lmmk", hmm="bayes", mode_weighting="stacking",
+                          **kw).fit(seqs, weigh=weigh)
+    grams = seen["grams"]
+    assert grams.shape == (2, 12, 12)
+    assert_close(comp.K_, grams.mean(axis=0), rtol=1e-12, atol=1e-12)
+    assert_close(comp.cross(seqs), comp.K_, rtol=LOOSE, atol=LOOSE)
+    res = stacking_weights(grams, Y)
+    best = make_component("lmmk", hmm="bayes", mode_weighting="stacking",
+                          **kw).fit(seqs, weigh=lambda g: stacking_weights(g, Y)
+                                    .weights)
+    np.testing.assert_array_equal(best.all_mode_weights_, res.weights)
+    assert_close(np.sum(best.mode_weights_), 1.0)
+    em = [make_component("lmmk", hmm="em", mode_weighting=m, **dict(
+        kw, n_states=2)).fit(seqs) for m in ("elbo", "stacking")]
+    np.testing.assert_array_equal(em[0].K_, em[1].K_)
