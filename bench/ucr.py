@@ -120,7 +120,7 @@ def run_one(problem, method):
     return row
 
 
-# the classifier's ridge grid and intercept (bayeskde.meanmap.classifier)
+# the classifier's ridge grid and intercept (bayeskde.meanmap.stacking)
 _ALPHAS = 10.0 ** np.arange(-8.0, 2.5, 0.5)
 _INTERCEPT = 1.0
 
@@ -129,7 +129,7 @@ def _nested_loo(grams, Y, choose):
     """Mean squared error on each series of the ridge fitted without it, with
     mode weights ``choose(grams_-i, Y_-i)`` and the ridge of least LOO error
     on the other series."""
-    from bayeskde.meanmap.classifier import loo_ridge_scores
+    from bayeskde.meanmap.stacking import loo_ridge_scores
 
     n, sq = len(Y), []
     for i in range(n):
@@ -150,8 +150,8 @@ def nested_stacking(problem):
 
     from bayeskde.datasets import load_ucr
     from bayeskde.meanmap import mode_weights
-    from bayeskde.meanmap.classifier import loo_ridge_scores, stacking_weights
     from bayeskde.meanmap.sequence_kernels import make_component
+    from bayeskde.meanmap.stacking import loo_ridge_scores, stacking_weights
 
     tr = load_ucr(problem, "train")
     seqs = [np.asarray(x, np.float64).reshape(len(x), -1) for x in tr.X]

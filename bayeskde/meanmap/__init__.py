@@ -2,9 +2,6 @@
 kernel and the Fisher kernel baseline (Mehta and Gray, seed 004)."""
 
 from .classifier import SequenceKernelClassifier as SequenceKernelClassifier
-from .classifier import StackingWeights as StackingWeights
-from .classifier import simplex_grid as simplex_grid
-from .classifier import stacking_weights as stacking_weights
 from .closed_forms import categorical_gmmk as categorical_gmmk
 from .closed_forms import categorical_ppk as categorical_ppk
 from .closed_forms import clique_mean_map_kernel as clique_mean_map_kernel
@@ -40,6 +37,9 @@ from .latent import rff_frequencies as rff_frequencies
 from .latent import state_kernel_matrix as state_kernel_matrix
 from .latent import taylor_dimension as taylor_dimension
 from .latent import taylor_map as taylor_map
+from .stacking import StackingWeights as StackingWeights
+from .stacking import simplex_grid as simplex_grid
+from .stacking import stacking_weights as stacking_weights
 from .variational import VariationalHMM as VariationalHMM
 from .variational import fit_variational_hmm as fit_variational_hmm
 from .variational import mode_weights as mode_weights

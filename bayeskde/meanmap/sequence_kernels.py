@@ -31,7 +31,7 @@ for the window kernel, a unit mean diagonal on the training series:
   and ``k = sum_m w_m k_m / sqrt(k_m(x, x) k_m(y, y))``. ``mode_weighting``
   says how ``w`` is chosen: ``"stacking"`` passes the modes' training Grams to
   a ``weigh`` function the caller supplies (the classifier's: the simplex
-  weights of least leave-one-out error, :func:`~bayeskde.meanmap.classifier.
+  weights of least leave-one-out error, :func:`~bayeskde.meanmap.stacking.
   stacking_weights`; Yao, Vehtari and Gelman 2022), ``"elbo"`` takes ``w =
   softmax(ELBO)`` (:func:`~bayeskde.meanmap.mode_weights`): the expected
   cosine-normalised kernel under the mixture ``sum_m w_m q_m(theta)``.

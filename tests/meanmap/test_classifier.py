@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from bayeskde import SequenceKernelClassifier
 from bayeskde.datasets import load_ucr
 from bayeskde.meanmap import VariationalHMM, variational_posteriors
-from bayeskde.meanmap.classifier import loo_ridge_scores
+from bayeskde.meanmap.stacking import loo_ridge_scores
 from tests.helpers import LOOSE, RTOL, assert_close
 
 
@@ -274,7 +274,7 @@ def _one_hot_pm(y):
 
 @pytest.mark.parametrize(("M", "step"), [(1, 0.25), (2, 0.5), (3, 0.2), (4, 0.25)])
 def test_simplex_grid_is_every_point_of_the_lattice(M, step):
-    from bayeskde.meanmap.classifier import simplex_grid
+    from bayeskde.meanmap.stacking import simplex_grid
 
     k = round(1 / step)
     ref = {p for p in itertools.product(range(k + 1), repeat=M) if sum(p) == k}
@@ -290,7 +290,7 @@ def test_simplex_grid_is_every_point_of_the_lattice(M, step):
 def test_stacking_weights_equal_an_exhaustive_search(rng):
     # the oracle: every point of the same grid scored by n refits per ridge
     from bayeskde.meanmap import mode_weights
-    from bayeskde.meanmap.classifier import stacking_weights
+    from bayeskde.meanmap.stacking import stacking_weights
 
     grams, Y = _mode_grams(rng)
     alphas = (1e-3, 1e-1, 1.0)
@@ -323,7 +323,7 @@ def test_stacking_weights_equal_an_exhaustive_search(rng):
 
 
 def test_stacking_prefers_fewer_modes_on_ties(rng):
-    from bayeskde.meanmap.classifier import stacking_weights
+    from bayeskde.meanmap.stacking import stacking_weights
 
     grams, Y = _mode_grams(rng, M=1)
     res = stacking_weights(np.concatenate([grams, grams, grams]), Y)
@@ -335,7 +335,7 @@ def test_stacking_prefers_fewer_modes_on_ties(rng):
     (dict(grams=np.zeros((2, 4, 5))), "grams"), (dict(Y=np.zeros((3, 2))), "grams"),
     (dict(grams=np.zeros((4, 4))), "grams")])
 def test_stacking_bad_input(args, match):
-    from bayeskde.meanmap.classifier import stacking_weights
+    from bayeskde.meanmap.stacking import stacking_weights
 
     kw = dict(grams=np.stack([np.eye(4)] * 2), Y=_one_hot_pm(np.arange(4) % 2))
     kw.update(args)
@@ -369,8 +369,8 @@ def test_bayes_hmm_kernel_stacks_its_modes(italy):
     # the stacked kernel is the weighted sum of the modes' cosine-normalised
     # Grams with the weights the labels chose; cross() on the training series
     # gives it back; the EM kernel ignores the weighting
-    from bayeskde.meanmap.classifier import stacking_weights
     from bayeskde.meanmap.sequence_kernels import make_component
+    from bayeskde.meanmap.stacking import stacking_weights
 
     X, y = italy[0].X[:12], italy[0].y[:12]
     seqs = [np.asarray(x, np.float64).reshape(len(x), -1) for x in X]
