@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow  # an end-to-end run of bench/scale.py in a fresh process (20 s)
 def test_gpu_script_dry_run_on_cpu(tmp_path):
     # bench/gpu.sh is meant for one call of the device tool when a GPU is lent;
     # ALLOW_CPU=1 runs its steps on the CPU backend so the script cannot rot.

@@ -31,8 +31,10 @@ PRIOR = InverseGPPrior(max_degree=2, n_gamma=8)
 @pytest.fixture(scope="module")
 def sshape_fit():
     d = make_sshape(jax.random.key(0), 150)
+    # the quadrature posterior (NUTS's fit of the same model is tested in
+    # tests/models/test_inverse_gp.py; here the fit only feeds the predictive)
     fit = fit_inverse_gp(jax.random.key(1), d.x_train, d.t_train, PRIOR,
-                         num_warmup=60, num_samples=60, num_chains=2,
+                         method="quadrature", num_samples=60, num_chains=2,
                          progress_bar=False, n_replicates=2)
     return d, fit
 
