@@ -213,8 +213,16 @@ def window_projections(x: ArrayLike, n: int, weights: ArrayLike, masks: ArrayLik
 def _tile_size(wmap, T, tile_size):
     if tile_size is not None:
         return check_integer(tile_size, "tile_size", minimum=1)
+    # series whose windows and projections fill about _TILE_FLOATS floats,
+    # rounded to the nearest power of two: float32 on 2 cores, seconds to embed
+    # each UCR training set at tiles (budget's tile -> power of two): ACSF1
+    # 0.71 -> 0.54 (3 -> 4), OSULeaf 0.36 -> 0.37 (12 -> 16), ArrowHead 0.044
+    # -> 0.049 (22 -> 16), GunPoint 0.041 -> 0.039 (35 -> 32), BasicMotions
+    # 0.044 -> 0.050 (29 -> 32); odd tiles can be slower than smaller ones
+    # (ACSF1: tile 2 0.67 s, 3 0.71 s)
     per = T * (wmap.weights.shape[1] * wmap.masks.shape[2] + wmap.weights.shape[0])
-    return int(max(1, min(64, _TILE_FLOATS // max(per, 1))))
+    fit = max(_TILE_FLOATS / max(per, 1), 1.0)
+    return int(min(64, 2 ** round(math.log2(fit))))
 
 
 _TIME_MULTIPLE = 32
@@ -248,8 +256,9 @@ def window_mean_embedding(
         X: ``(n, T_max, d)`` series, padded past each length.
         lengths: ``(n,)`` true lengths (None: all ``T_max``).
         window_map: from :func:`fit_window_map`.
-        tile_size: series per compiled call (None: as many as fit in about 64 MB
-            of projections). Tiles are padded to one shape: one compilation.
+        tile_size: series per compiled call (None: the power of two, at most
+            64, nearest to the number whose windows and projections fill 2^19
+            floats). Tiles are padded to one shape: one compilation.
 
     Returns:
         ``(n, n_dilations * K * Q)`` fractions in ``[0, 1]``, ordered by dilation,
