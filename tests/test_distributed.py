@@ -160,7 +160,7 @@ def test_two_processes_of_four_devices_equal_one(tmp_path):
         out = np.load(tmp_path / f"p{rank}.npz")
         assert int(out["process_index"]) == rank and int(out["process_count"]) == 2
         assert int(out["device_count"]) == 8 and int(out["local_device_count"]) == 4
-        assert int(out["devices"]) == 8 and _one_device()["devices"] == 1
+        assert int(out["devices"]) == 8 and one["devices"] == 1
         assert int(out["K40_shards"]) == 8  # rows spread over both processes
         assert str(out["chain_method"]) == "parallel"  # 4 NUTS chains, 4 devices
         for name in ("K", "K40", "gamma", "xi", "loglik", "pred"):
