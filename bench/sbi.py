@@ -158,12 +158,12 @@ def _npe(task, pairs, x_o, num_samples, seed):
 
     torch.manual_seed(seed)
     dt = torch.float32
-    prior = BoxUniform(torch.as_tensor(np.asarray(task.low), dtype=dt),
-                       torch.as_tensor(np.asarray(task.high), dtype=dt))
+    prior = BoxUniform(torch.as_tensor(np.array(task.low), dtype=dt),
+                       torch.as_tensor(np.array(task.high), dtype=dt))
     net = posterior_nn(model="nsf", hidden_features=50, z_score_x="independent",
                        z_score_theta="independent")
-    theta = torch.as_tensor(np.asarray(pairs.theta), dtype=dt)
-    x = torch.as_tensor(np.asarray(pairs.x), dtype=dt)
+    theta = torch.as_tensor(np.array(pairs.theta), dtype=dt)
+    x = torch.as_tensor(np.array(pairs.x), dtype=dt)
     t0 = time.perf_counter()
     inference = NPE(prior=prior, density_estimator=net, show_progress_bars=False)
     estimator = inference.append_simulations(theta, x).train(
@@ -172,7 +172,7 @@ def _npe(task, pairs, x_o, num_samples, seed):
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     draws = np.stack([posterior.sample(
-        (num_samples,), x=torch.as_tensor(np.asarray(xo), dtype=dt),
+        (num_samples,), x=torch.as_tensor(np.array(xo), dtype=dt),
         show_progress_bars=False).numpy() for xo in x_o])
     return draws, train_s, time.perf_counter() - t0, sbi.__version__
 
@@ -205,6 +205,10 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
                                                          num_samples, seed)
         _log(f"{name} {budget}: sbi {version} NPE train {train_s:.1f} s, "
              f"draws {npe_sample_s:.1f} s")
+        if out_dir:
+            np.savez_compressed(
+                Path(out_dir) / f"sbi_{name}_{budget}_npe_draws.npz",
+                draws=npe_draws.astype(np.float32), observations=obs_ids)
         npe_row = {"sbi_version": version, "train_s": round(train_s, 1),
                    "sample_s": round(npe_sample_s, 1), "c2st": []}
     scores, refs, c2st_s = [], [], 0.0

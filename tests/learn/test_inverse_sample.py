@@ -101,6 +101,32 @@ def test_nuts_rejects_bad_settings():
         inverse_gp_nuts(jax.random.key(1), fit, x[:1], 10, spectrum_tol=-1.0)
     with pytest.raises(ValueError, match="spectrum_tol"):
         inverse_gp_nuts(jax.random.key(1), fit, x[:1], 10, spectrum_tol=np.nan)
+    for bad in (0, (4, 0), (4, 5, 6), (4,)):
+        with pytest.raises(ValueError, match="max_tree_depth"):
+            inverse_gp_nuts(jax.random.key(1), fit, x[:1], 10,
+                            max_tree_depth=bad)
+    for bad in (2.5, (4, 8.5), "4"):
+        with pytest.raises(TypeError, match="max_tree_depth"):
+            inverse_gp_nuts(jax.random.key(1), fit, x[:1], 10,
+                            max_tree_depth=bad)
+
+
+def test_nuts_tree_depth_int_is_the_pair_of_itself():
+    """An int cap d is the pair (d, d): the same program (no second
+    compilation) and the same draws; a pair (warm-up, sampling) runs."""
+    from bayeskde.learn import inverse_sample
+
+    x, th, fit = _moons_fit("gaussian")
+    a, _ = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20,
+                           max_tree_depth=5)
+    size = inverse_sample._run_chains._cache_size()
+    b, _ = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20,
+                           max_tree_depth=[5, 5])
+    assert inverse_sample._run_chains._cache_size() == size
+    np.testing.assert_array_equal(a, b)
+    c, rep = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20,
+                             max_tree_depth=(2, 6), sampling="nuts")
+    assert c.shape == (1, 8, 2) and np.all(np.isfinite(c))
 
 
 def test_nuts_reports_nan_diagnostics_for_too_few_draws():
