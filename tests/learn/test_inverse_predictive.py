@@ -123,13 +123,19 @@ def test_grid_draws_follow_the_grid_predictive(sshape_fit):
     _, fit = sshape_fit
     x = np.array([0.45])
     pred = inverse_gp_predictive(fit, x, n_draws=20, refine=False)
-    draws = inverse_gp_sample(jax.random.key(5), fit, x, 4000, predictive=pred)
+    draws = inverse_gp_sample(jax.random.key(5), fit, x, 4000, predictive=pred,
+                              subdivide=1)
     assert draws.shape == (1, 4000, 1)
     assert stats.kstest(draws[0, :, 0], _grid_cdf(pred)).pvalue > 0.01
     fine = inverse_gp_predictive(fit, x, n_draws=20, n_grid=4000, refine=False)
     assert stats.kstest(draws[0, :, 0], _grid_cdf(fine)).pvalue > 0.01
-    again = inverse_gp_sample(jax.random.key(5), fit, x, 4000, predictive=pred)
+    again = inverse_gp_sample(jax.random.key(5), fit, x, 4000, predictive=pred,
+                              subdivide=1)
     np.testing.assert_array_equal(draws, again)
+    # the default refines every one of the 512 cells 8-fold: the draws of a
+    # 4,096-cell midpoint rule, against the 4,000-cell grid's CDF
+    refined = inverse_gp_sample(jax.random.key(6), fit, x, 4000, predictive=pred)
+    assert stats.kstest(refined[0, :, 0], _grid_cdf(fine)).pvalue > 0.01
 
 
 def test_importance_draws_match_the_grid_in_one_dimension(sshape_fit):
@@ -245,3 +251,5 @@ def test_bad_predictive_settings(sshape_fit):
         inverse_gp_sample(jax.random.key(0), fit, x, 0, n_draws=3)
     with pytest.raises(TypeError, match="key"):
         inverse_gp_sample("abc", fit, x, 5, n_draws=3)
+    with pytest.raises(ValueError, match="subdivide"):
+        inverse_gp_sample(jax.random.key(0), fit, x, 5, n_draws=3, subdivide=0)

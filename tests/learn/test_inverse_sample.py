@@ -60,6 +60,89 @@ def test_grid_blocks_match_one_program(monkeypatch):
                                atol=1e-10 if X64 else 5e-2)
 
 
+def _by_position(pts, lp, step):
+    """Log masses keyed by their points' integer positions on a grid of
+    spacing ``step`` (float rounding of the centres is well below it)."""
+    keys = np.round(pts / step - 0.5).astype(int)
+    order = np.lexsort(keys.T[::-1])
+    return keys[order], lp[order]
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "residual"])
+def test_refined_grid_is_the_midpoint_rule_of_the_finer_grid(noise, monkeypatch):
+    """Every cell of a 12 x 12 grid split 8 x 8 is the 96 x 96 grid's midpoint
+    rule exactly (centres and masses); with only the 10 most probable cells
+    split, those cells' sub-masses are the 96 x 96 grid's up to one constant
+    (the normalisation) and every other cell keeps its coarse mass."""
+    x, th, fit = _moons_fit(noise)
+    xo = x[:2]
+    coarse = ip.inverse_gp_predictive(fit, xo, n_draws=20, n_grid=12, refine=False)
+    fine = ip.inverse_gp_predictive(fit, xo, n_draws=20, n_grid=96, refine=False)
+    step = np.asarray(fine.cell, float)
+    lo = fine.support.min(0) - step / 2
+    cen, lm, width = isample._refined_grid(coarse, xo, 8)
+    assert cen.shape == (2, 96 * 96, 2) and width.shape == (96 * 96, 2)
+    np.testing.assert_allclose(width, np.broadcast_to(step, width.shape), rtol=1e-6)
+    # float32: programs of other shapes round log likelihoods of -100 to
+    # -1000 differently by up to ~1e-4 relative; compared where the mass is
+    # above 1e-12 of the largest
+    tol = 1e-8 if X64 else 2e-3
+    for i in range(2):
+        kf, lf = _by_position(fine.support - lo, fine.log_probs[i], step)
+        kr, lr = _by_position(cen[i] - lo, lm[i], step)
+        np.testing.assert_array_equal(kr, kf)
+        big = lf > lf.max() - 27.6
+        np.testing.assert_allclose(lr[big], lf[big], atol=tol)
+    # part of the grid refined: K = 640 // 64 = 10 cells
+    monkeypatch.setattr(isample, "GRID_REFINE_EVALS", 640)
+    cen, lm, width = isample._refined_grid(coarse, xo, 8)
+    assert cen.shape == (2, 144 - 10 + 640, 2)
+    for i in range(2):
+        top = np.argsort(-coarse.log_probs[i])[:10]
+        rest = np.setdiff1d(np.arange(144), top)
+        # the coarse cells kept, after the 640 sub-cells
+        kept = _by_position(cen[i, 640:] - lo, lm[i, 640:], np.asarray(coarse.cell))
+        want = _by_position(coarse.support[rest] - lo, coarse.log_probs[i, rest],
+                            np.asarray(coarse.cell))
+        np.testing.assert_array_equal(kept[0], want[0])
+        # the coarse masses, renormalised: shifted by one constant
+        np.testing.assert_allclose(kept[1] - want[1], (kept[1] - want[1])[0],
+                                   atol=1e-9 if X64 else 1e-4)
+        # the sub-cells: the fine grid's masses there, shifted by one constant
+        kf, lf = _by_position(fine.support - lo, fine.log_probs[i], step)
+        kr, lr = _by_position(cen[i, :640] - lo, lm[i, :640], step)
+        pos = {tuple(k): j for j, k in enumerate(kf)}
+        lf = lf[[pos[tuple(k)] for k in kr]]
+        big = lf > lf.max() - 27.6
+        diff = (lr - lf)[big]
+        np.testing.assert_allclose(diff, diff[0], atol=tol)
+        np.testing.assert_allclose(np.logaddexp.reduce(lm[i]), 0.0, atol=1e-9)
+
+
+def test_refined_grid_draws_resolve_a_density_narrower_than_a_cell():
+    """On a 6 x 6 grid (cells a third of the box, wider than the density's
+    spread of 0.09 in y_1) the draws of the 16-fold refined grid have the
+    mean and spread of the 96 x 96 grid's density (Monte Carlo error), and
+    the coarse cells' draws do not."""
+    x, th, fit = _moons_fit("gaussian")
+    xo = x[3:4]
+    coarse = ip.inverse_gp_predictive(fit, xo, n_draws=20, n_grid=6, refine=False)
+    fine = ip.inverse_gp_predictive(fit, xo, n_draws=20, n_grid=96, refine=False)
+    w = np.exp(fine.log_probs[0])
+    mean = w @ fine.support
+    sd = np.sqrt(w @ fine.support**2 - mean**2 + np.asarray(fine.cell) ** 2 / 12)
+    n = 20_000
+    got = isample.inverse_gp_sample(jax.random.key(4), fit, xo, n,
+                                    predictive=coarse, subdivide=16)[0]
+    assert np.all(np.abs(got.mean(0) - mean) < 5 * sd / np.sqrt(n))
+    # sd of a sample sd: sd / sqrt(2 n) for a near-Gaussian peak, 6 of them
+    assert np.all(np.abs(got.std(0) - sd) < 6 * sd / np.sqrt(2 * n))
+    flat = isample.inverse_gp_sample(jax.random.key(4), fit, xo, n,
+                                     predictive=coarse, subdivide=1)[0]
+    # the same check fails for the coarse cells' draws
+    assert np.any(np.abs(flat.std(0) - sd) > 6 * sd / np.sqrt(2 * n))
+
+
 @pytest.mark.parametrize("noise", ["gaussian", "residual"])
 def test_point_likelihood_matches_the_predictive_scan(noise):
     """The chains' log p(x | y, D) (every component through the SVD-factored
@@ -113,7 +196,8 @@ def test_nuts_rejects_bad_settings():
 
 def test_nuts_tree_depth_int_is_the_pair_of_itself():
     """An int cap d is the pair (d, d): the same program (no second
-    compilation) and the same draws; a pair (warm-up, sampling) runs."""
+    compilation) and the same draws (the default pair (4, 8) runs in the
+    other tests)."""
     from bayeskde.learn import inverse_sample
 
     x, th, fit = _moons_fit("gaussian")
@@ -124,9 +208,6 @@ def test_nuts_tree_depth_int_is_the_pair_of_itself():
                            max_tree_depth=[5, 5])
     assert inverse_sample._run_chains._cache_size() == size
     np.testing.assert_array_equal(a, b)
-    c, rep = inverse_gp_nuts(jax.random.key(1), fit, x[:1], 8, num_warmup=20,
-                             max_tree_depth=(2, 6), sampling="nuts")
-    assert c.shape == (1, 8, 2) and np.all(np.isfinite(c))
 
 
 def test_nuts_reports_nan_diagnostics_for_too_few_draws():
