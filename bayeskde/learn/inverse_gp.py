@@ -542,8 +542,9 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
 
     def sample(self, X, num_samples: int = 1000, *, key=None) -> np.ndarray:
         """``(n_test, num_samples, d_y)`` draws of p(y* | x*, D)
-        (:func:`inverse_gp_sample`: the grid for d_y <= 2, NUTS's warm-up then
-        HMC above, whose
+        (:func:`inverse_gp_sample`: the grid for d_y <= 2, its most probable
+        cells refined 8-fold per dimension, NUTS's warm-up then HMC above,
+        whose
         :class:`NUTSReport` is kept as ``sample_report_``); ``key`` defaults
         to ``key(1)``."""
         self._check_fitted()
