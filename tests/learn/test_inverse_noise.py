@@ -230,6 +230,14 @@ def test_lowrank_training_basis_is_orthonormal_and_gives_the_smoother():
     c = np.sqrt(a * lam / (a * lam + s2))[keep]
     err = (U[:, keep].T @ U[:, keep] - np.eye(keep.sum())) * c[:, None] * c[None]
     assert np.abs(err).max() < (1e-6 if X64 else 1e-2)
+    # the columns kept (lambda above 10 eps lambda_max) are orthonormal
+    # unweighted: the smaller ones, A's rounding over lambda, are zeroed
+    nz = np.abs(U).sum(0) > 0
+    assert np.all(lam[nz] > 10 * np.finfo(mix.lam.dtype).eps * lam.max())
+    assert np.all(lam[~nz & keep] <= 10 * np.finfo(mix.lam.dtype).eps * lam.max())
+    # (float64: 1e-5 in the smallest kept directions, as above)
+    np.testing.assert_allclose(U[:, nz].T @ U[:, nz], np.eye(nz.sum()),
+                               atol=1e-4 if X64 else 1e-2)
     S = (U * (a * lam / (a * lam + s2))) @ U.T
     mean, _ = mixture_moments(mix, jnp.asarray(fit.data.Y))
     want = S @ np.asarray(fit.data.X, float) + np.asarray(fit.data.x_mean, float)
