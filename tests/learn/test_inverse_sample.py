@@ -11,7 +11,7 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.diagnostics import effective_sample_size
 
-from bayeskde.learn import InverseGPRegressor
+from bayeskde.learn import InverseGPRegressor, _grid_draws
 from bayeskde.learn import inverse_predictive as ip
 from bayeskde.learn import inverse_sample as isample
 from bayeskde.learn.inverse_gp import fit_inverse_gp, inverse_gp_nuts
@@ -80,7 +80,7 @@ def test_refined_grid_is_the_midpoint_rule_of_the_finer_grid(noise, monkeypatch)
     fine = ip.inverse_gp_predictive(fit, xo, n_draws=20, n_grid=96, refine=False)
     step = np.asarray(fine.cell, float)
     lo = fine.support.min(0) - step / 2
-    cen, lm, width = isample._refined_grid(coarse, xo, 8)
+    cen, lm, width = _grid_draws._refined_grid(coarse, xo, 8)
     assert cen.shape == (2, 96 * 96, 2) and width.shape == (96 * 96, 2)
     np.testing.assert_allclose(width, np.broadcast_to(step, width.shape), rtol=1e-6)
     # float32: programs of other shapes round log likelihoods of -100 to
@@ -94,8 +94,8 @@ def test_refined_grid_is_the_midpoint_rule_of_the_finer_grid(noise, monkeypatch)
         big = lf > lf.max() - 27.6
         np.testing.assert_allclose(lr[big], lf[big], atol=tol)
     # part of the grid refined: K = 640 // 64 = 10 cells
-    monkeypatch.setattr(isample, "GRID_REFINE_EVALS", 640)
-    cen, lm, width = isample._refined_grid(coarse, xo, 8)
+    monkeypatch.setattr(_grid_draws, "GRID_REFINE_EVALS", 640)
+    cen, lm, width = _grid_draws._refined_grid(coarse, xo, 8)
     assert cen.shape == (2, 144 - 10 + 640, 2)
     for i in range(2):
         top = np.argsort(-coarse.log_probs[i])[:10]
