@@ -7,7 +7,6 @@ Subpackages, bottom to top: ``kernels`` (kernel definitions and algebra),
 (workflows); ``datasets`` and ``apps`` (the command-line programs).
 """
 
-from . import _compat
 from . import hmm as hmm
 from . import kernels as kernels
 from . import lowrank as lowrank
@@ -20,10 +19,9 @@ from .kde import KernelDependencyEstimatorCV as KernelDependencyEstimatorCV
 from .kde import KNNDependencyEstimator as KNNDependencyEstimator
 from .kernels import PolynomialKernelTransform as PolynomialKernelTransform
 from .kpca import KernelPCA as KernelPCA
+from .learn import InverseGPRegressor as InverseGPRegressor
 from .meanmap import SequenceKernelClassifier as SequenceKernelClassifier
 from .tgp import TwinGP as TwinGP
-
-_compat.install()
 
 __version__ = "0.1.0"
 
@@ -37,6 +35,7 @@ __all__ = [
     "KernelDependencyEstimatorCV",
     "KNNDependencyEstimator",
     "KernelPCA",
+    "InverseGPRegressor",
     "PolynomialKernelTransform",
     "HyperkernelLearner",
     "LearnedKernel",

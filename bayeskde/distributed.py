@@ -279,20 +279,3 @@ def initialize_distributed(
         "local_device_count": jax.local_device_count(),
         "device_count": jax.device_count(),
     }
-
-
-_MOVED = {
-    "sharded_gram": "bayeskde.lowrank",
-    "sharded_hmm_posteriors": "bayeskde.hmm",
-}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-
-        from ._compat import warn_moved
-
-        warn_moved(f"bayeskde.distributed.{name}", f"{_MOVED[name]}.{name}")
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

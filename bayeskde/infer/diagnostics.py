@@ -100,7 +100,8 @@ def to_inference_data(
 
     ``log_likelihood`` replaces NumPyro's per-site log densities with arrays of
     shape ``(chain, draw, *obs)`` (e.g. exact leave-one-out predictive densities
-    for a GP evidence, which does not factorise over points);
+    for a GP evidence, which does not factorise over points; an empty mapping
+    writes no such group);
     ``posterior_predictive`` arrays are ``(chain, draw, ...)`` as well, and
     ``observed_data`` / ``constant_data`` arrays carry no chain or draw axes.
 
@@ -139,8 +140,8 @@ def to_inference_data(
                           ("log_likelihood", log_likelihood),
                           ("observed_data", observed_data),
                           ("constant_data", constant_data)):
-        if values is None:
-            continue
+        if values is None or (group == "log_likelihood" and not values):
+            continue  # an empty log_likelihood mapping: no group at all
         arrays = {k: np.asarray(v) for k, v in values.items()}
         kwargs = {"coords": dict(coords or {}), "dims": dims_for(group)}
         if _AZ1:

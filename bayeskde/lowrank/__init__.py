@@ -63,21 +63,3 @@ __all__ = [
     "nystroem_krr",
     "sharded_gram",
 ]
-
-_MOVED = {
-    "LowRankKPCA": "bayeskde.kpca",
-    "lowrank_kpca_transform": "bayeskde.kpca",
-    "nystroem_kpca": "bayeskde.kpca",
-    "randomized_kpca": "bayeskde.kpca",
-}
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        import importlib
-
-        from .._compat import warn_moved
-
-        warn_moved(f"bayeskde.lowrank.{name}", f"{_MOVED[name]}.{name}")
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -92,13 +92,3 @@ __all__ = [
     "taylor_dimension",
     "taylor_map",
 ]
-
-
-def __getattr__(name):
-    if name == "rff_map":
-        from .._compat import warn_moved
-        from ..lowrank import fourier_features
-
-        warn_moved("bayeskde.meanmap.rff_map", "bayeskde.lowrank.fourier_features")
-        return fourier_features
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,50 +1,19 @@
 """Prior-predictive simulators of the NumPyro models, for calibration checks.
 
 Simulation-based calibration (:func:`bayeskde.infer.sbc_rank_test`) draws
-parameters from the prior and data from the likelihood; these functions do that
-for the generative parts of :func:`bayeskde.models.kernel_hyper_model` and
-:func:`bayeskde.models.bayesian_hmm_model`.
+parameters from the prior and data from the likelihood; this module does that
+for :func:`bayeskde.models.bayesian_hmm_model` (the inverse model simulates
+through its own observed site: ``numpyro.infer.Predictive`` on
+:func:`bayeskde.inverse.inverse_gp_model`).
 """
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from .._validation import check_integer
 
-__all__ = ["simulate_kernel_gp_part", "simulate_categorical_hmm"]
-
-
-def simulate_kernel_gp_part(key: jax.Array, Dx2, prior, R: int):
-    """Prior-predictive draws of the exact (GP) part of the kernel model.
-
-    With d1 = d2 = 1 and no KL factor, :func:`bayeskde.models.kernel_hyper_model`
-    is generative: log gamma_x, log r, log a^2 from their Normal priors, then one
-    output column y ~ N(0, a^2 (exp(-gamma_x Dx2) + r I)) (eq. (A) of that module).
-
-    Returns:
-        ``(theta, Y)``: a dict of ``(R,)`` log-parameter draws (``gamma_x``,
-        ``ridge``, ``amplitude``) and ``(R, m, 1)`` outputs. O(R m^3).
-    """
-    R = check_integer(R, "R", minimum=1)
-    Dx2 = np.asarray(Dx2, float)
-    names = ("gamma_x", "ridge", "amplitude")
-    k_theta, k_y = jax.random.split(key)
-    theta = {
-        n: getattr(prior, f"log_{n}_loc") + getattr(prior, f"log_{n}_scale")
-        * np.asarray(jax.random.normal(jax.random.fold_in(k_theta, i), (R,)))
-        for i, n in enumerate(names)
-    }
-    m = Dx2.shape[0]
-    z = np.asarray(jax.random.normal(k_y, (R, m)))
-    Y = np.empty((R, m, 1))
-    for r in range(R):
-        S = np.exp(theta["amplitude"][r]) * (
-            np.exp(-np.exp(theta["gamma_x"][r]) * Dx2)
-            + np.exp(theta["ridge"][r]) * np.eye(m))
-        Y[r, :, 0] = np.linalg.cholesky(S) @ z[r]
-    return theta, Y
+__all__ = ["simulate_categorical_hmm"]
 
 
 def simulate_categorical_hmm(rng: np.random.Generator, emission_concentration,

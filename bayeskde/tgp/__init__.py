@@ -38,6 +38,7 @@ from .fitting import linear_init_weights as linear_init_weights
 from .fitting import truncated_whitening as truncated_whitening
 from .modes import Modes as Modes
 from .modes import calibrate_temperature as calibrate_temperature
+from .modes import tgp_grid_log_probs as tgp_grid_log_probs
 from .modes import tgp_modes as tgp_modes
 from .neighbors import DEFAULT_BLOCK_SIZE as DEFAULT_BLOCK_SIZE
 from .neighbors import nearest_neighbors as nearest_neighbors
@@ -75,6 +76,7 @@ __all__ = [
     "batch_energy_many",
     "Modes",
     "calibrate_temperature",
+    "tgp_grid_log_probs",
     "tgp_modes",
     "FORWARD_MODE_MAX_DIM",
     "TwinGP",

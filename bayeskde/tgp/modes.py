@@ -22,7 +22,7 @@ d_y <= 2 and by Monte Carlo over B otherwise.
 
 The modes. :func:`tgp_modes` (and :meth:`bayeskde.tgp.TwinGP.predict_modes`)
 summarise (P) per test point by its k modes of highest mass; NUTS sampling of
-(P) is :func:`bayeskde.learn.sample_tgp_predictive`.
+(P) is :func:`bayeskde.models.sample_tgp_predictive`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,14 @@ from .batch import (
 )
 from .energy import tgp_minimize
 
-__all__ = ["Modes", "calibrate_temperature", "tgp_modes"]
+__all__ = [
+    "Modes",
+    "calibrate_temperature",
+    "energies_at",
+    "output_box",
+    "tgp_grid_log_probs",
+    "tgp_modes",
+]
 
 
 class Modes(NamedTuple):
@@ -72,7 +79,9 @@ class Modes(NamedTuple):
     temperature: float
 
 
-def _box(Y, margin):
+def output_box(Y, margin):
+    """The training outputs' box widened by ``margin`` times its range on each
+    side: ``(lower, upper)``."""
     Y = np.asarray(Y)
     Y = Y[:, None] if Y.ndim == 1 else Y
     lo, hi = Y.min(axis=0), Y.max(axis=0)
@@ -95,7 +104,7 @@ def _log_normaliser_points(key, lower, upper, n_points):
     return pts, np.log(vol / len(pts))
 
 
-def _energies_at(batch, points):
+def energies_at(batch, points):
     """(n_test, n_points) energies of every test point at shared points."""
     n_test = batch.a.shape[0]
     pts = jnp.asarray(points, batch.outputs.dtype)
@@ -137,9 +146,9 @@ def calibrate_temperature(
         raise ValueError("temperatures must be a non-empty 1-D array of values > 0")
     model = clone(tgp).fit(X[keep], Y[keep])
     batch = tgp_energy_batch(model, jnp.asarray(X[val]))
-    lower, upper = _box(Y, margin)
+    lower, upper = output_box(Y, margin)
     pts, log_cell = _log_normaliser_points(k2, lower, upper, n_points)
-    E_grid = _energies_at(batch, pts)  # (n_val, n_points)
+    E_grid = energies_at(batch, pts)  # (n_val, n_points)
     E_true = np.asarray(batch_energy(batch, jnp.asarray(Y[val], batch.outputs.dtype)))
     scores = []
     for tau in taus:
@@ -263,7 +272,7 @@ def tgp_modes(
     tol = jnp.sqrt(jnp.finfo(dt).eps)
     args = (*batch[2:-1], tol)
     if d <= 2:
-        grid, _ = _log_normaliser_points(None, *_box(Y, margin), n_grid)
+        grid, _ = _log_normaliser_points(None, *output_box(Y, margin), n_grid)
         Ys = jnp.broadcast_to(jnp.asarray(grid, dt)[:, None, :],
                               (len(grid), X_test.shape[0], d))
         a = -np.asarray(batch_energy_many(batch, Ys), float).T / tau
@@ -308,3 +317,20 @@ def _merge_minima(ys, E, log_w, k, radius):
             else:  # fewer distinct minima than k: repeat the first, mass 0
                 modes[i, j] = kept[order[0]]
     return modes, masses
+
+
+def tgp_grid_log_probs(
+    tgp, X_test, grid, temperature: float
+) -> np.ndarray:
+    """The tempered Twin GP predictive (P) on a shared output grid:
+    ``(n_test, n_grid)`` log probabilities, each row normalised (the grid's
+    cells are taken equal). Cost O(n_test n_grid N).
+    """
+    temperature = check_positive(temperature, "temperature")
+    X_test = as_float_array(X_test, "X_test")
+    X_test = X_test[:, None] if X_test.ndim == 1 else X_test
+    grid = np.asarray(as_float_array(grid, "grid"))
+    grid = grid[:, None] if grid.ndim == 1 else grid
+    a = -energies_at(tgp_energy_batch(tgp, X_test), grid) / temperature
+    a = a - a.max(axis=1, keepdims=True)
+    return a - np.log(np.exp(a).sum(axis=1, keepdims=True))

@@ -1,6 +1,6 @@
 """The inverse model's predictive as a mixture over (pair, draw) components.
 
-:mod:`bayeskde.models.inverse_gp` defines the forward GP (F) and Bayes' rule (B),
+:mod:`bayeskde.inverse` defines the forward GP (F) and Bayes' rule (B),
 
     p(y* | x*, D) proportional to p(y*) sum_c w_c N(x*; mu_c(y*), v_c(y*) I),
 
@@ -13,7 +13,7 @@ all test inputs (a grid) or one set per test input (importance particles).
 
 Per pair, phi(K) = U diag(lambda) U^T with U the eigenvectors whose eigenvalue
 is above working precision (m eps lambda_max; the same set the evidence keeps,
-:func:`~bayeskde.models.inverse_gp.prepare_inverse_gp_data`). With
+:func:`~.data.prepare_inverse_gp_data`). With
 A = k(y)^T U and v_j = a^2 lambda_j + s^2 the predictive of (F) is
 
     mu(y) = a^2 A diag(1/v) U^T X + x_mean,
@@ -33,30 +33,28 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
+from .._validation import check_integer
 from ..kernels import squared_distances
-from ._inverse_gp_base import rbf_powers as _rbf_powers
-from .inverse_gp import InverseGPData, _as_2d
-from .inverse_gp_lowrank import (
-    feature_projections,
-    lowrank_pair_spectrum,
-    replicate_coefficients,
-    replicate_noise,
-    replicate_pairs,
-)
-from .inverse_noise import residual_log_likelihood
+from .data import InverseGPData, Memo, pair_spectrum
+from .kernel import rbf_powers
+from .lowrank import feature_projections
+from .residual import ResidualNoise, residual_log_likelihood
 
 __all__ = [
     "InverseGPMixture",
     "inverse_gp_mixture",
+    "projections",
+    "component_moments",
+    "component_log_likelihood",
     "mixture_moments",
     "mixture_log_likelihood",
     "mixture_log_likelihood_each",
-    "inverse_gp_log_probs",
-    "exact_replicates",
+    "blocked_log_likelihood",
+    "posterior_draws",
+    "fit_mixture",
 ]
 
 
@@ -75,13 +73,13 @@ class InverseGPMixture(NamedTuple):
     to A = k(y)^T U (``(P, J, r)`` HSGP, ``(P, D, M, r)`` Nystroem), ``Y`` the
     map's anchors (the Nystroem centres; for HSGP the box centre ``(1, 1)``)
     and ``basis`` the static
-    :class:`~bayeskde.models.inverse_gp_lowrank.LowRankBasis` (``None``
+    :class:`~bayeskde.inverse.LowRankBasis` (``None``
     exact): evaluating it at an output costs O(P R r), independent of m.
 
     ``noise_model``: ``None`` for the model's Gaussian noise N(0, s^2 I), or a
-    :class:`~bayeskde.models.inverse_noise.ResidualNoise`: the noise of noisy
+    :class:`~bayeskde.inverse.ResidualNoise`: the noise of noisy
     test inputs is then the kernel density (R) of the GP's leave-one-out
-    residuals (:mod:`bayeskde.models.inverse_noise`; the predictive builds it
+    residuals (:mod:`.residual`; the predictive builds it
     with one component, the MAP). Test inputs without noise
     (``test_noise`` 0) keep N(mu, var_f I) either way.
     """
@@ -99,74 +97,6 @@ class InverseGPMixture(NamedTuple):
     x_mean: Float[Array, " d_x"]
     basis: object = None
     noise_model: object = None
-
-
-def _pair_spectrum(data, g, d, cache):
-    """Kept eigenpairs of pair (g, d) and U^T X, float64, memoised in
-    ``cache`` (a dict; the fit's, so repeated predictions pay once). A low-rank
-    fit gives them in feature form
-    (:func:`~.inverse_gp_lowrank.lowrank_pair_spectrum`: the map from raw
-    features to A in place of U)."""
-    if cache is not None and (g, d) in cache:
-        return cache[(g, d)]
-    if data.lowrank is not None:
-        out = lowrank_pair_spectrum(data.lowrank, np.asarray(data.alpha, np.float64),
-                                    np.asarray(data.gammas, np.float64), g, d)
-        if cache is not None:
-            cache[(g, d)] = out
-        return out
-    m = data.Y.shape[0]
-    Y = np.asarray(data.Y, np.float64)
-    sq = np.sum(Y**2, axis=1)
-    D2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * Y @ Y.T, 0.0)
-    E = np.exp(-float(data.gammas[g]) * D2)
-    alpha = np.asarray(data.alpha[g, d], np.float64)
-    K = sum(a * E ** (i + 1) for i, a in enumerate(alpha) if a != 0.0)
-    lam, U = np.linalg.eigh(K)
-    ok = lam > m * np.finfo(np.float64).eps * lam.max()
-    out = (lam[ok], U[:, ok], U[:, ok].T @ np.asarray(data.X, np.float64))
-    if cache is not None:
-        cache[(g, d)] = out
-    return out
-
-
-def exact_replicates(
-    key: jax.Array, data: InverseGPData, amplitude: Float[ArrayLike, " n_draws"],
-    noise: Float[ArrayLike, " n_draws"],
-    pair_log_joint: Float[ArrayLike, "n_draws ..."], cache: dict | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior predictive replicates of X at the training outputs for an
-    exact :class:`~bayeskde.models.InverseGPData`, one per draw: the pair from
-    its conditional posterior, then, as
-    :func:`~bayeskde.models.inverse_gp_replicate` (phi(K) = U diag(l) U^T,
-    v = a^2 l + s^2), f = U c with c = (a^2 l / v) U^T X + sqrt(a^2 l s^2 / v) z
-    and x_rep = f + s eps + x_mean.
-
-    The pairs are drawn first, so each distinct pair is eigendecomposed once
-    (and memoised in ``cache``, the fit's, which the predictive then reuses)
-    rather than once per draw: at m = 1,000 with 100 draws of a concentrated
-    pair posterior this is one eigendecomposition in place of 100 (15 s of
-    the 10-parameter sbibm task's fit, measured). The directions whose
-    eigenvalue is below working precision (the ones
-    :func:`_pair_spectrum` drops) get f's mean and variance zero, as their
-    a^2 l / v is.
-
-    Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
-    Cost O(m^3) per distinct pair drawn plus O(n m r d_x).
-    """
-    amplitude, noise, pairs, k_f, k_e = replicate_pairs(key, amplitude, noise,
-                                                        pair_log_joint)
-    D = data.alpha.shape[1]
-    m, d_x = data.X.shape
-    f = np.zeros((len(amplitude), m, d_x))
-    for p in np.unique(pairs):
-        lam, U, proj = _pair_spectrum(data, int(p) // D, int(p) % D, cache)
-        idx = np.flatnonzero(pairs == p)
-        c = replicate_coefficients(jax.random.fold_in(k_f, int(p)), lam, proj,
-                                   amplitude[idx], noise[idx])
-        f[idx] = np.einsum("mr,krx->kmx", U, c)
-    x = f + replicate_noise(k_e, noise, m, d_x) + np.asarray(data.x_mean, np.float64)
-    return x.astype(data.X.dtype), pairs
 
 
 def _components(w, max_components):
@@ -191,7 +121,7 @@ def inverse_gp_mixture(
     noise: Float[ArrayLike, " n_draws"],
     pair_log_joint: Float[ArrayLike, "n_draws ..."],
     max_components: int = 256,
-    cache: dict | None = None,
+    memo: Memo | None = None,
 ) -> InverseGPMixture:
     """The components of (B) for the draws given.
 
@@ -201,10 +131,10 @@ def inverse_gp_mixture(
     else ``max_components`` are drawn by systematic resampling (the S-shape's
     posterior spreads over about 20 pairs: 100 draws make 2,000 components,
     and 256 resampled ones change its predictive's log density by about 1e-3).
-    ``cache`` memoises the pairs' eigendecompositions.
+    ``memo`` memoises the pairs' eigendecompositions.
 
     Cost O(P m^3) for the P pairs used (one eigendecomposition each, once per
-    cache), O(P m r) memory.
+    memo), O(P m r) memory.
     """
     amplitude = np.asarray(amplitude, float).reshape(-1)
     noise = np.asarray(noise, float).reshape(-1)
@@ -222,7 +152,7 @@ def inverse_gp_mixture(
     draw, pair_flat = np.divmod(flat, w.shape[1])
     pairs, comp_pair = np.unique(pair_flat, return_inverse=True)
     D = data.alpha.shape[1]
-    parts = [_pair_spectrum(data, int(p // D), int(p % D), cache) for p in pairs]
+    parts = [pair_spectrum(data, int(p // D), int(p % D), memo) for p in pairs]
     r = max(len(a[0]) for a in parts)
     P, d_x = len(pairs), data.X.shape[1]
     U = np.zeros((P, *parts[0][1].shape[:-1], r))  # (P, m, r); low rank: coef
@@ -245,8 +175,10 @@ def inverse_gp_mixture(
         jnp.asarray(np.log(weight), dt), data.x_mean, basis)
 
 
-def _projections(mix, outputs):
-    """A = k(y)^T U of every pair at ``outputs``: (P, n_c, r)."""
+def projections(mix: InverseGPMixture, outputs: Float[Array, "n_c d_y"]
+                ) -> Float[Array, "n_pairs n_c r"]:
+    """A = k(y)^T U of every pair at ``outputs``: (P, n_c, r) (in feature form
+    for a low-rank fit, :func:`~.lowrank.feature_projections`)."""
     if mix.basis is not None:
         return feature_projections(mix, outputs)
     d2 = squared_distances(outputs, mix.Y)  # (n_c, m)
@@ -254,14 +186,16 @@ def _projections(mix, outputs):
 
     def per_pair(pair):
         alpha, gamma, U = pair
-        return jnp.tensordot(alpha, _rbf_powers(d2, gamma, D), 1) @ U
+        return jnp.tensordot(alpha, rbf_powers(d2, gamma, D), 1) @ U
 
     return jax.lax.map(per_pair, (mix.alpha, mix.gamma, mix.U))
 
 
-def _component_moments(mix, A_all, c):
-    """(M) of component c from the pairs' projections: mean (n_c, d_x),
-    latent variance (n_c,)."""
+def component_moments(mix: InverseGPMixture, A_all, c):
+    """(M) of component c from the pairs' projections ``A_all`` (P, n_c, r):
+    mean ``(n_c, d_x)`` and latent variance ``(n_c,)``. The one definition of
+    the GP predictive; the dense and filtered evaluators
+    (:mod:`.evaluators`) are factorisations of it, tested against it."""
     p = mix.pair[c]
     amp, s2 = mix.amplitude[c], mix.noise[c]
     A = A_all[p]
@@ -271,23 +205,39 @@ def _component_moments(mix, A_all, c):
     return mean, var_f
 
 
+def component_log_likelihood(
+    mean: Float[Array, "n_c d_x"], var_f: Float[Array, " n_c"],
+    noise: Float[Array, ""], X: Float[Array, "n d_x"], test_noise,
+    noise_model: ResidualNoise | None = None,
+) -> Float[Array, "n n_c"]:
+    """log p(x_i | y_j, component) for tests ``X`` at outputs whose component
+    moments (M) are ``mean``, ``var_f``, at the component's noise s^2: the one
+    likelihood every evaluator (grid scan, importance, Langevin, NUTS) calls.
+
+    Gaussian: N(x; mu, (max(var_f, 1e-6 s^2) + test_noise s^2) I); var_f >= 0
+    in exact arithmetic and the floor keeps rounding from flipping it. With a
+    residual ``noise_model`` (R) and noisy test inputs (``test_noise`` > 0)
+    the kernel density of the residuals replaces the Gaussian
+    (:func:`~.residual.residual_log_likelihood`). Cost O(n n_c d_x) (Gaussian),
+    O(n n_c m d_x) (residual)."""
+    d_x = X.shape[-1]
+    var = jnp.maximum(var_f, 1e-6 * noise) + test_noise * noise
+    r2 = jnp.sum((X[:, None, :] - mean[None]) ** 2, axis=-1)
+    ll = -0.5 * r2 / var[None] - 0.5 * d_x * jnp.log(2 * jnp.pi * var)[None]
+    if noise_model is not None:
+        ll = jnp.where(test_noise > 0, residual_log_likelihood(
+            noise_model, mean, jnp.maximum(var_f, 0.0), X), ll)
+    return ll
+
+
 def _log_likelihood(mix, A_all, X, test_noise):
-    """log sum_c w_c N(x; mu_c, v_c I) for (n, d_x) tests at the n_c outputs
-    whose projections are ``A_all`` (scan over components) -> (n, n_c)."""
-    d_x = X.shape[1]
-    x2 = jnp.sum(X**2, axis=1)[:, None]
+    """log sum_c w_c p(x | y, c) for (n, d_x) tests at the n_c outputs whose
+    projections are ``A_all`` (a scan over components) -> (n, n_c)."""
 
     def _step(acc, c):
-        mu, vf = _component_moments(mix, A_all, c)
-        s2 = mix.noise[c]
-        # var_f >= 0 in exact arithmetic; the floor keeps rounding from flipping it.
-        var = jnp.maximum(vf, 1e-6 * s2) + test_noise * s2
-        r2 = x2 - 2.0 * X @ mu.T + jnp.sum(mu**2, axis=1)[None, :]
-        ll = -0.5 * jnp.maximum(r2, 0.0) / var[None] - 0.5 * d_x * jnp.log(
-            2 * jnp.pi * var)[None]
-        if mix.noise_model is not None:
-            ll = jnp.where(test_noise > 0, residual_log_likelihood(
-                mix.noise_model, mu, jnp.maximum(vf, 0.0), X), ll)
+        mu, vf = component_moments(mix, A_all, c)
+        ll = component_log_likelihood(mu, vf, mix.noise[c], X, test_noise,
+                                      mix.noise_model)
         return jnp.logaddexp(acc, ll + mix.log_w[c]), None
 
     init = jnp.full((X.shape[0], A_all.shape[1]), -jnp.inf, A_all.dtype)
@@ -300,8 +250,8 @@ def mixture_moments(
 ) -> tuple[Float[Array, "n_comp n_c d_x"], Float[Array, "n_comp n_c"]]:
     """GP predictive means and latent variances (M) of every component at
     ``outputs``. Cost O(n_c (P m r + C r d_x)) time, O(C n_c d_x) memory."""
-    A_all = _projections(mix, outputs)
-    return jax.vmap(lambda c: _component_moments(mix, A_all, c))(
+    A_all = projections(mix, outputs)
+    return jax.vmap(lambda c: component_moments(mix, A_all, c))(
         jnp.arange(mix.log_w.shape[0]))
 
 
@@ -314,7 +264,7 @@ def mixture_log_likelihood(
     test input and output shared by all (a grid). ``test_noise`` 1: x* carries
     the training noise; 0: x* = f(y*) exactly. Cost O(n_c (P m r + C r d_x) +
     C n_test n_c d_x) time, O(P n_c r + n_test n_c) memory."""
-    return _log_likelihood(mix, _projections(mix, outputs), X_test, test_noise)
+    return _log_likelihood(mix, projections(mix, outputs), X_test, test_noise)
 
 
 @jax.jit
@@ -327,50 +277,85 @@ def mixture_log_likelihood_each(
     the outputs. Cost O(n_test n_c (P m r + C r d_x))."""
 
     def one(y, x):
-        return _log_likelihood(mix, _projections(mix, y), x[None], test_noise)[0]
+        return _log_likelihood(mix, projections(mix, y), x[None], test_noise)[0]
 
     return jax.lax.map(lambda a: one(*a), (outputs, X_test),
                        batch_size=min(8, outputs.shape[0]))
 
 
-def inverse_gp_log_probs(
-    data: InverseGPData,
-    amplitude: Float[ArrayLike, " n_draws"],
-    noise: Float[ArrayLike, " n_draws"],
-    pair_log_joint: Float[ArrayLike, "n_draws ..."],
-    candidates: Float[ArrayLike, "n_c d_y"],
-    X_test: Float[ArrayLike, "n_test d_x"],
-    log_prior_candidates: Float[ArrayLike, " n_c"] | None = None,
-    max_components: int = 256,
-    noisy_inputs: bool = True,
-) -> Float[Array, "n_test n_c"]:
-    """Posterior predictive (B) on a candidate set, averaged over draws.
+#: Test inputs per likelihood program (:func:`blocked_log_likelihood`).
+TEST_BLOCK = 256
+#: Candidates (grid cells, seeds) per likelihood program.
+CELL_BLOCK = 1024
+#: Most numbers of the pairs' projections held by one likelihood program
+#: (2^25: 256 MiB in float64).
+BLOCK_NUMBERS = 2**25
 
-    The candidates are a grid over the output box (``log_prior_candidates`` =
-    log p(y) + log cell volume) or draws from p(y), e.g. the training outputs,
-    with ``log_prior_candidates`` zero (importance sampling with p(y) as
-    proposal). The components are those of :func:`inverse_gp_mixture`
-    (``max_components``).
-    ``noisy_inputs=False`` conditions on x* = f(y*) exactly (test inputs
-    observed without noise, as in the S-shape benchmark's test grid): the
-    predictive variance of x* is then the GP's latent variance alone.
 
-    Returns:
-        ``(n_test, n_c)`` log probabilities of the candidates, each row
-        normalised (logsumexp = 0).
+def _cell_block(mix, n_c):
+    """Candidates per likelihood program: at most :data:`CELL_BLOCK`, fewer
+    where the pairs' projections of a block (P x block x r numbers) would
+    pass :data:`BLOCK_NUMBERS` (a power of two, >= 16)."""
+    P, r = mix.lam.shape
+    bc = CELL_BLOCK
+    while bc > 16 and P * bc * r > BLOCK_NUMBERS:
+        bc //= 2
+    return min(bc, n_c)
 
-    Cost: :func:`inverse_gp_mixture` plus :func:`mixture_log_likelihood`.
-    """
-    mix = inverse_gp_mixture(data, amplitude, noise, pair_log_joint,
-                             max_components)
-    dtype = data.X.dtype
-    cand = _as_2d(candidates, "candidates").astype(dtype)
-    X_test = _as_2d(X_test, "X_test").astype(dtype)
-    if cand.shape[1] != data.Y.shape[1] or X_test.shape[1] != data.X.shape[1]:
-        raise ValueError("candidates / X_test have the wrong number of columns")
-    lpc = (jnp.zeros(cand.shape[0], dtype) if log_prior_candidates is None
-           else jnp.asarray(log_prior_candidates, dtype).reshape(-1))
-    out = mixture_log_likelihood(mix, cand, X_test,
-                                 jnp.asarray(float(noisy_inputs), dtype))
-    out = out + lpc[None, :]
-    return out - logsumexp(out, axis=1, keepdims=True)
+
+def blocked_log_likelihood(mix: InverseGPMixture, cand, X, test_noise
+                           ) -> np.ndarray:
+    """:func:`mixture_log_likelihood` over blocks of test inputs and of
+    candidates of fixed sizes (one compiled program; the projections of a
+    block of candidates, P x block x r <= 2^25 numbers, are all that is held
+    at once, so a fine grid over many pairs does not need P n_c r memory).
+    ``(n, n_c)``, NumPy."""
+    n, n_c = X.shape[0], cand.shape[0]
+    b = min(TEST_BLOCK, n)
+    bc = _cell_block(mix, n_c)
+    pad_c = -n_c % bc
+    if pad_c:
+        cand = jnp.concatenate([cand, jnp.repeat(cand[-1:], pad_c, axis=0)])
+    rows = []
+    for i in range(0, n, b):
+        blk = X[i:i + b]
+        pad = b - blk.shape[0]
+        if pad:
+            blk = jnp.concatenate([blk, jnp.repeat(blk[-1:], pad, axis=0)])
+        cols = [np.asarray(mixture_log_likelihood(mix, cand[j:j + bc], blk,
+                                                  test_noise))
+                for j in range(0, cand.shape[0], bc)]
+        rows.append(np.concatenate(cols, axis=1)[:b - pad, :n_c])
+    return np.concatenate(rows)
+
+
+def posterior_draws(fit, mode: str, num_draws: int):
+    """``(amplitude, noise, pair_log_joint)`` of the draws the predictive
+    averages over: ``mode="average"`` the fit's posterior draws evenly thinned
+    to ``num_draws``, ``"map"`` its MAP draw with its MAP pair only."""
+    post = fit.idata.posterior
+    amp = np.asarray(post["amplitude"]).reshape(-1)
+    noi = np.asarray(post["noise"]).reshape(-1)
+    lj = np.asarray(post["pair_log_joint"]).reshape(len(amp), -1)
+    if mode == "map":
+        g, d = fit.map_params["pair_index"]
+        D = lj.shape[1] // len(np.asarray(fit.data.gammas))
+        one = np.full((1, lj.shape[1]), -np.inf)
+        one[0, g * D + d] = 0.0
+        return (np.array([fit.map_params["amplitude"]]),
+                np.array([fit.map_params["noise"]]), one)
+    num_draws = check_integer(num_draws, "num_draws", minimum=1)
+    rows = np.linspace(0, len(amp) - 1, min(num_draws, len(amp))).round().astype(int)
+    return amp[rows], noi[rows], lj[rows]
+
+
+def fit_mixture(fit, mode: str, num_draws: int) -> InverseGPMixture:
+    """The predictive's mixture of a fit: its components by ``mode`` and
+    ``num_draws`` under the Gaussian noise; the MAP component with the
+    residual density (R) attached where ``fit.noise`` chose it
+    (:func:`~bayeskde.inverse.choose_forward_noise`)."""
+    noise = fit.noise
+    residual = noise is not None and noise.kind == "residual"
+    mix = inverse_gp_mixture(fit.data, *posterior_draws(
+        fit, "map" if residual else mode, num_draws), memo=fit.memo)
+    return mix._replace(noise_model=noise.residual) if residual else mix

@@ -2,7 +2,7 @@
 
 ``fit_inverse_gp(..., method="svi")``: a NumPyro autoguide over the two
 continuous parameters (u, v) = (log a^2, log s^2) of
-:func:`bayeskde.models.inverse_gp.inverse_gp_model`, whose (rate, degree)
+:func:`~bayeskde.inverse.inverse_gp_model`, whose (rate, degree)
 pairs are summed out exactly inside the model (so the ELBO's likelihood term
 is the pairs' marginal, and the pairs' posterior is Rao-Blackwellised per
 draw as for NUTS and the quadrature). Fitted by ``num_steps`` of Adam on
@@ -27,7 +27,8 @@ import numpy as np
 
 from .. import infer
 from .._validation import check_integer
-from ..models.inverse_gp import InverseGPData, InverseGPPrior, inverse_gp_model
+from .data import InverseGPData, InverseGPPrior
+from .evidence import inverse_gp_model, observed_inputs
 
 __all__ = ["SVIReport", "SVIPosterior", "svi_posterior"]
 
@@ -52,7 +53,7 @@ class SVIReport(NamedTuple):
 
 
 class SVIPosterior(NamedTuple):
-    """Result of :func:`svi_posterior`: ``(n_draws,)`` draws of u and v, the
+    """Result of :func:`svi_posterior`: ``(num_samples,)`` draws of u and v, the
     guide's median ``(u, v)`` and its :class:`SVIReport`."""
 
     log_amplitude: np.ndarray
@@ -63,26 +64,27 @@ class SVIPosterior(NamedTuple):
 
 def svi_posterior(
     key: jax.Array, data: InverseGPData, prior: InverseGPPrior, *,
-    n_draws: int = 2000, num_steps: int = 2000, guide: str = "lowrank",
+    num_samples: int = 2000, num_steps: int = 2000, guide: str = "lowrank",
     learning_rate: float = 1e-2, progress_bar: bool = False,
 ) -> SVIPosterior:
     """Fit ``guide`` to the posterior of (log a^2, log s^2) and draw from it
     (module docstring).
 
     Raises:
-        ValueError: bad ``n_draws``, ``num_steps``, ``guide`` or rate.
+        ValueError: bad ``num_samples``, ``num_steps``, ``guide`` or rate.
     """
-    n_draws = check_integer(n_draws, "n_draws", minimum=1)
+    num_samples = check_integer(num_samples, "num_samples", minimum=1)
     num_steps = check_integer(num_steps, "num_steps", minimum=1)
     k_fit, k_draw = jax.random.split(key)
-    res = infer.run_svi(k_fit, inverse_gp_model, data, prior, guide=guide,
+    res = infer.run_svi(k_fit, inverse_gp_model, data, prior,
+                        observed_inputs(data), guide=guide,
                         num_steps=num_steps, learning_rate=learning_rate,
                         progress_bar=progress_bar)
     # NumPyro's low-rank guide broadcasts its loc against the draws by rank
     # promotion; allowed here only.
     with jax.numpy_rank_promotion("allow"):
         draws = res.guide.sample_posterior(k_draw, res.params,
-                                           sample_shape=(n_draws,))
+                                           sample_shape=(num_samples,))
         med = res.guide.median(res.params)
     losses = np.asarray(res.losses, np.float64)
     k = max(1, len(losses) // 10)

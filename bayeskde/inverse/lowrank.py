@@ -1,6 +1,6 @@
-"""Low-rank evidence, predictive and replicates of the generative inverse model.
+"""Low-rank evidence and predictive features of the generative inverse model.
 
-The forward GP (F) of :mod:`bayeskde.models.inverse_gp` has the kernel
+The forward GP (F) of :mod:`bayeskde.inverse` has the kernel
 phi(K) = sum_{i <= d} alpha_i K^(i), and the i-th Hadamard power of an RBF at
 rate gamma is the RBF at rate i gamma, so a feature map Phi (m x R) with
 Phi Phi^T ~ phi(K) is built from features of RBF kernels alone. With
@@ -16,8 +16,8 @@ with q_j = ||(U^T X)_j||^2 = ||V_j^T Phi^T X||^2 / lambda_j: the matrix
 determinant lemma and the Woodbury identity in the eigenbasis of the r x r
 capacitance matrix (Rasmussen and Williams 2006, eqs. (A.9), (A.10)). These
 are exactly the fields ``lam``, ``q``, ``n_rest = m - r`` and ``q_rest`` of
-:class:`~bayeskde.models.InverseGPData` that
-:func:`~bayeskde.models.pair_log_evidence` reads, so the evidence, NUTS and
+:class:`~bayeskde.inverse.InverseGPData` that
+:func:`~bayeskde.inverse.evidence.pair_log_evidence` reads, so the evidence, NUTS and
 the quadrature are the same code as the exact path's, at O(m R^2) once
 instead of O(m^3) a pair and with no m x m matrix. The sufficient statistics
 Phi^T Phi and Phi^T X are float64 sums streamed over chunks of rows and split
@@ -73,11 +73,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._typing import ArrayLike
 from ..distributed import sharded_sum
 from ..kernels import squared_distances
 from ..lowrank.features import select_centers
-from ._inverse_gp_base import rbf_powers
+from .kernel import kept_eigenvalues, rbf_powers
 
 __all__ = [
     "FEATURES",
@@ -92,7 +91,8 @@ __all__ = [
     "lowrank_pair_spectrum",
     "hsgp_tail_indicator",
     "feature_projections",
-    "lowrank_replicates",
+    "apply_features",
+    "apply_features_rows",
 ]
 
 #: Feature maps of the low-rank evidence.
@@ -107,7 +107,7 @@ NYSTROEM_FLOOR = 1e-10
 
 @jax.tree_util.register_static
 class LowRankBasis:
-    """The feature map of a low-rank :class:`~bayeskde.models.InverseGPData`
+    """The feature map of a low-rank :class:`~bayeskde.inverse.InverseGPData`
     and its float64 sufficient statistics.
 
     A static pytree node (hashed by identity): it rides along with the data
@@ -349,10 +349,10 @@ def _pair_system(basis, alpha, gammas, g, d):
 
 
 def _kept(lam, m):
-    """The eigenvalues of an R x R Phi^T Phi the evidence keeps: above
-    max(m, R) eps lam_max (the exact path's m eps lam_max, or the R x R
-    problem's own rounding where larger), at most m of them."""
-    ok = lam > max(m, lam.shape[0]) * np.finfo(np.float64).eps * max(lam.max(), 0.0)
+    """The eigenvalues of an R x R Phi^T Phi the evidence keeps: the rule of
+    :func:`~.kernel.kept_eigenvalues` at size max(m, R) (they stand for the
+    m x m Gram's), at most m of them."""
+    ok = kept_eigenvalues(lam, max(m, lam.shape[0]), eps=np.finfo(np.float64).eps)
     if ok.sum() > m:
         ok &= lam >= np.sort(lam)[-m]
     return ok
@@ -461,7 +461,7 @@ def _raw_features(basis, Z, gamma, D, y):
 
 def feature_projections(mix, outputs: Float[Array, "n_c d_y"]) -> Array:
     """A = phi(y)^T V Lambda^{1/2} of every pair of a low-rank
-    :class:`~bayeskde.models.InverseGPMixture` at ``outputs``: ``(P, n_c, r)``,
+    :class:`~bayeskde.inverse.InverseGPMixture` at ``outputs``: ``(P, n_c, r)``,
     the feature form of k(y)^T U. The HSGP functions are shared by the pairs
     (computed once); the Nystroem power kernels depend on the pair's rate.
     Cost O(n_c P R r), independent of m."""
@@ -476,101 +476,21 @@ def feature_projections(mix, outputs: Float[Array, "n_c d_y"]) -> Array:
 
 
 @partial(jax.jit, static_argnames=("basis", "D"))
-def _apply(basis, Z, gamma, D, coef, y):
+def apply_features(basis, Z, gamma, D, coef, y):
+    """The raw features at outputs ``y`` times ``coef`` (the replicates' map
+    from a pair's coefficients to f)."""
     F = _raw_features(basis, Z, gamma, D, y)
     if basis.kind == "hsgp":
         return F @ coef
     return jnp.einsum("inm,imk->nk", F, coef)
 
 
-def _apply_rows(basis, Z, gamma, D, coef, Y):
-    """phi_raw(Y) @ coef over row blocks of the training outputs."""
+def apply_features_rows(basis, Z, gamma, D, coef, Y):
+    """phi_raw(Y) @ coef over row blocks of the training outputs ``Y``
+    (:func:`apply_features`: the raw features at Y times ``coef``)."""
     m = Y.shape[0]
     b, nb = _blocks(m)
     Yp = _padded(np.asarray(Y), b, nb)
-    return np.concatenate([np.asarray(_apply(basis, Z, gamma, D, coef,
+    return np.concatenate([np.asarray(apply_features(basis, Z, gamma, D, coef,
                                              jnp.asarray(Yp[i * b:(i + 1) * b])))
                            for i in range(nb)])[:m]
-
-
-def lowrank_replicates(
-    key: jax.Array, data, amplitude: Float[ArrayLike, " n_draws"],
-    noise: Float[ArrayLike, " n_draws"],
-    pair_log_joint: Float[ArrayLike, "n_draws ..."], cache: dict | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior predictive replicates of X at the training outputs for a
-    low-rank :class:`~bayeskde.models.InverseGPData`, one per draw: the pair
-    from its conditional posterior, then f = U c with
-    c = (a^2 lam / v) U^T X + sqrt(a^2 lam s^2 / v) z (as
-    :func:`~bayeskde.models.inverse_gp_replicate`), formed as
-    f = phi_raw(Y) (coef Lambda^{-1} c) without U, plus noise.
-
-    Returns ``(x_rep (n, m, d_x), pair (n,))``, the pair flat g D + (d - 1).
-    Cost O(m R n d_x) for n draws (Nystroem: per rate drawn)."""
-    basis = data.lowrank
-    amplitude, noise, pairs, k_f, k_e = replicate_pairs(key, amplitude, noise,
-                                                        pair_log_joint)
-    n = len(amplitude)
-    alpha = np.asarray(data.alpha, np.float64)
-    gammas = np.asarray(data.gammas, np.float64)
-    D = alpha.shape[1]
-    m, d_x = data.X.shape
-    dt = data.X.dtype
-    R_shape = (basis.rank,) if basis.kind == "hsgp" else (D, basis.centres.shape[0])
-    coef_all = {}
-    for p in np.unique(pairs):
-        g, d = divmod(int(p), D)
-        if cache is not None and (g, d) in cache:
-            lam, coef, proj = cache[(g, d)]
-        else:
-            lam, coef, proj = lowrank_pair_spectrum(basis, alpha, gammas, g, d)
-            if cache is not None:
-                cache[(g, d)] = (lam, coef, proj)
-        idx = np.flatnonzero(pairs == p)
-        c = replicate_coefficients(jax.random.fold_in(k_f, int(p)), lam, proj,
-                                   amplitude[idx], noise[idx])
-        group = 0 if basis.kind == "hsgp" else g
-        acc = coef_all.setdefault(group, np.zeros((*R_shape, n, d_x)))
-        acc[..., idx, :] += np.einsum("...r,krx->...kx", coef / lam, c)
-    f = np.zeros((m, n, d_x))
-    anchors = jnp.asarray(basis.centres if basis.kind == "nystroem"
-                          else np.zeros((1, 1)), dt)
-    for g, C in coef_all.items():
-        f += _apply_rows(basis, anchors, jnp.asarray(gammas[g], dt), D,
-                         jnp.asarray(C.reshape(*R_shape, n * d_x), dt),
-                         np.asarray(data.Y, dt)).reshape(m, n, d_x)
-    x = (np.transpose(f, (1, 0, 2)) + replicate_noise(k_e, noise, m, d_x)
-         + np.asarray(data.x_mean, np.float64))
-    return x.astype(dt), pairs
-
-
-def replicate_pairs(key, amplitude, noise, pair_log_joint):
-    """The shared first step of the replicates (exact and low rank): each
-    draw's pair from its conditional posterior. Returns ``(amplitude, noise,
-    pairs, k_f, k_e)``, the first two float64 ``(n,)``, the keys of the
-    latent and noise parts."""
-    amplitude = np.asarray(amplitude, np.float64).reshape(-1)
-    noise = np.asarray(noise, np.float64).reshape(-1)
-    k_pair, k_f, k_e = jax.random.split(key, 3)
-    lj = jnp.asarray(np.asarray(pair_log_joint, np.float64)
-                     .reshape(len(amplitude), -1))
-    pairs = np.asarray(jax.random.categorical(k_pair, lj, axis=-1))
-    return amplitude, noise, pairs, k_f, k_e
-
-
-def replicate_coefficients(key, lam, proj, amplitude, noise):
-    """f's coefficients on one pair's eigenvectors for the draws of that pair:
-    c = (a^2 l / v) U^T X + sqrt(a^2 l s^2 / v) z, v = a^2 l + s^2,
-    ``(n_p, r, d_x)``."""
-    al = amplitude[:, None] * lam[None]
-    v = al + noise[:, None]
-    z = np.asarray(jax.random.normal(key, (len(amplitude), *proj.shape)),
-                   np.float64)
-    return ((al / v)[..., None] * proj[None]
-            + np.sqrt(al * noise[:, None] / v)[..., None] * z)
-
-
-def replicate_noise(key, noise, m, d_x):
-    """The replicates' observation noise s eps, ``(n, m, d_x)``."""
-    return np.sqrt(noise)[:, None, None] * np.asarray(
-        jax.random.normal(key, (len(noise), m, d_x)), np.float64)

@@ -1,6 +1,6 @@
 """The inverse model's posterior by quadrature, without MCMC.
 
-The generative inverse model (:mod:`bayeskde.models.inverse_gp`) has two
+The generative inverse model (:mod:`bayeskde.inverse`) has two
 continuous parameters, u = log a^2 and v = log s^2, beside the discrete pair
 p = (gamma, d) that is enumerated. Its joint posterior
 
@@ -35,7 +35,7 @@ Per pair, :func:`quadrature_posterior`
 
 Precision: the grid of step 2 (and the Newton line search) holds the change
 J_p(u, v) - J_p(mode), computed in a form whose rounding is relative to the
-change (:func:`~bayeskde.models.inverse_gp.pair_log_evidence_change`), and
+change (:func:`~bayeskde.inverse.pair_log_evidence_change`), and
 the mode's own J_p is added in float64 on the host. J_p itself is a sum of
 O(m d_x) terms (about 1e5 at m = 1e5), whose float32 rounding, about 1e-2
 nats, would otherwise enter every log Z_p.
@@ -45,7 +45,7 @@ and a uniform offset within the cell, so draws are independent (no chains to
 mix, nothing to warm up).
 
 Cost O(n_gamma D m) per evaluation of every pair's J (the spectra of
-:func:`bayeskde.models.inverse_gp.prepare_inverse_gp_data`), times about
+:func:`bayeskde.inverse.prepare_inverse_gp_data`), times about
 3,300 for the coarse grid, 6 x 40 for Newton and n^2 for the fine grid.
 """
 
@@ -61,13 +61,8 @@ from jax.scipy.stats import norm
 from scipy.stats import norm as _snorm
 
 from .._validation import check_integer, check_positive
-from ..models.inverse_gp import (
-    InverseGPData,
-    InverseGPPrior,
-    pair_log_evidence_change,
-    pair_log_joint,
-    pair_log_joint_host,
-)
+from .data import InverseGPData, InverseGPPrior
+from .evidence import pair_log_evidence_change, pair_log_joint, pair_log_joint_host
 
 __all__ = ["QuadratureReport", "QuadraturePosterior", "quadrature_posterior",
            "pair_modes"]
@@ -98,8 +93,8 @@ class QuadraturePosterior(NamedTuple):
     """Result of :func:`quadrature_posterior`.
 
     Attributes:
-        log_amplitude, log_noise: ``(n_draws,)`` independent draws of u, v.
-        pair: ``(n_draws,)`` the flat pair index g D + (d - 1) of each draw.
+        log_amplitude, log_noise: ``(num_samples,)`` independent draws of u, v.
+        pair: ``(num_samples,)`` the flat pair index g D + (d - 1) of each draw.
         pair_posterior: ``(n_gamma, D)`` posterior probability of every pair.
         log_marginal: log p(X | Y), the model's evidence.
         mode: ``(n_gamma, D, 2)`` each pair's (u, v) mode.
@@ -125,7 +120,7 @@ def _joint(data, loc, scale, u, v):
 
 def _joint_change(data, loc, scale, u0, v0, u, v):
     """J_p(u, v) - J_p(u0, v0) for every pair, accurate to the change's own
-    precision (:func:`~bayeskde.models.inverse_gp.pair_log_evidence_change`);
+    precision (:func:`~bayeskde.inverse.pair_log_evidence_change`);
     u0, v0 ``(n_gamma, D)``, u, v broadcastable to it."""
     shape = data.n_rest.shape
     u, v = jnp.broadcast_to(u, shape), jnp.broadcast_to(v, shape)
@@ -212,15 +207,15 @@ def _fine(data, loc, scale, u, v, radius, n):
 
 def quadrature_posterior(
     key: jax.Array, data: InverseGPData, prior: InverseGPPrior, *,
-    n_draws: int = 2000, n_grid: int = 41, radius: float = 8.0,
+    num_samples: int = 2000, n_grid: int = 41, radius: float = 8.0,
 ) -> QuadraturePosterior:
-    """Posterior of :func:`bayeskde.models.inverse_gp.inverse_gp_model` by
+    """Posterior of :func:`~bayeskde.inverse.inverse_gp_model` by
     per-pair adaptive quadrature (module docstring).
 
     Args:
         key: PRNG key for the draws.
         data, prior: as for the model.
-        n_draws: independent posterior draws.
+        num_samples: independent posterior draws.
         n_grid: odd number of grid points per axis and pair.
         radius: grid half-width in Laplace standard deviations.
 
@@ -230,7 +225,7 @@ def quadrature_posterior(
     Cost: see the module docstring; about 1 s for 72 pairs and m = 600 on
     2 CPU cores once compiled.
     """
-    n_draws = check_integer(n_draws, "n_draws", minimum=1)
+    num_samples = check_integer(num_samples, "num_samples", minimum=1)
     n = check_integer(n_grid, "n_grid", minimum=5)
     if n % 2 == 0:
         raise ValueError(f"n_grid must be odd (its every second point is the "
@@ -270,11 +265,12 @@ def quadrature_posterior(
                     f"peak on its edge; raise radius")
     k_pair, k_cell, k_off = jax.random.split(key, 3)
     pair = np.asarray(jax.random.categorical(
-        k_pair, jnp.asarray(log_z - log_marginal), shape=(n_draws,)))
+        k_pair, jnp.asarray(log_z - log_marginal), shape=(num_samples,)))
     cell = np.asarray(jax.random.categorical(k_cell, jnp.asarray(J.T[pair])))
     # Uniform within the cell, in the grid's z coordinates (z -> mode + L z).
     z = np.stack(np.divmod(cell, n), -1) * dz - radius
-    z = z + dz * np.asarray(jax.random.uniform(k_off, (n_draws, 2), minval=-0.5,
+    z = z + dz * np.asarray(jax.random.uniform(k_off, (num_samples, 2),
+                                               minval=-0.5,
                                                maxval=0.5))
     L = np.asarray(L, np.float64).reshape(-1, 2, 2)[pair]
     mode = np.stack([np.asarray(u, np.float64), np.asarray(v, np.float64)], -1)

@@ -2,15 +2,15 @@
 with the low-rank map's rank chosen from the data.
 
 :func:`prepare_for_fit` resolves ``approx`` (``"auto"``: exact up to
-:data:`bayeskde.models.inverse_gp.EXACT_MAX_M` training points) and, for the
-low-rank evidence (:mod:`bayeskde.models.inverse_gp_lowrank`) without a rank
+:data:`~.data.EXACT_MAX_M` training points) and, for the
+low-rank evidence (:mod:`.lowrank`) without a rank
 given, grows the rank from
-:func:`~bayeskde.models.inverse_gp_lowrank.default_rank` until the evidence
+:func:`~.lowrank.default_rank` until the evidence
 error indicator at the pairs that hold the posterior mass is below
 :data:`RANK_TOL` nats, or the rank reaches :data:`MAX_AUTO_RANK`. Each step
 at least doubles it; for HSGP features it jumps straight to the smallest basis
 whose captured spectrum meets the tolerance at the current modes
-(:func:`~bayeskde.models.inverse_gp_lowrank.hsgp_tail_indicator`: the
+(:func:`~.lowrank.hsgp_tail_indicator`: the
 variance beyond J functions is known from the kernel's spectral density, with
 no data pass), so a wide kernel keeps a small basis and a narrow one gets the
 basis it needs in one more pass. The
@@ -23,7 +23,7 @@ loses that much trace, an upper bound on the log-determinant error for
 Nystroem (its kernel is below the exact one, so every eigenvalue is), and for
 HSGP the same with the variance beyond the basis (the box's boundary bias is
 not in it). The pairs' modes and their masses come from step 1 of the
-quadrature (:func:`bayeskde.learn.quadrature.pair_modes`), at the current rank.
+quadrature (:func:`~.quadrature.pair_modes`), at the current rank.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from ..models.inverse_gp import (
+from .data import (
     InverseGPData,
     InverseGPPrior,
+    as_2d,
     check_lowrank_args,
     prepare_inverse_gp_data,
     resolve_approx,
 )
-from ..models.inverse_gp_lowrank import hsgp_tail_indicator
+from .lowrank import hsgp_tail_indicator
 from .quadrature import pair_modes
 
 __all__ = ["MAX_AUTO_RANK", "RANK_TOL", "RankReport", "rank_error_bound",
@@ -131,30 +132,30 @@ def prepare_for_fit(
     key: jax.Array, X, Y, prior: InverseGPPrior, approx="auto", rank=None,
     progress_bar: bool = False,
 ) -> tuple[InverseGPData, RankReport | None]:
-    """The model's data for :func:`bayeskde.learn.fit_inverse_gp` and, for
+    """The model's data for :func:`~bayeskde.inverse.fit_inverse_gp` and, for
     the low-rank evidence, its :class:`RankReport` (``None`` exact).
 
     Raises:
         ValueError: bad ``approx`` or ``rank`` (or data, from
-            :func:`~bayeskde.models.prepare_inverse_gp_data`).
+            :func:`~.data.prepare_inverse_gp_data`).
         TypeError: a rank that is not an integer.
 
     Cost: exact O(n_gamma D m^3); low rank that of
-    :func:`~bayeskde.models.prepare_inverse_gp_data` per rank tried (at most
+    :func:`~.data.prepare_inverse_gp_data` per rank tried (at most
     log2(MAX_AUTO_RANK / 32) + 1 of them, the last dominating).
     """
-    m = int(np.shape(Y)[0])
-    d_y = 1 if np.ndim(Y) == 1 else int(np.shape(Y)[1])
+    X, Y = as_2d(X, "X"), as_2d(Y, "Y")
+    m, d_y = Y.shape
     approx = resolve_approx(approx, m, rank, d_y)
     r, features = check_lowrank_args(approx, rank, "auto", m, d_y)
     if approx == "exact":
-        return prepare_inverse_gp_data(Y, X, prior, approx="exact"), None
+        return prepare_inverse_gp_data(key, X, Y, prior, approx="exact"), None
     k_c = jax.random.fold_in(key, 2)
     cap = max(r, min(MAX_AUTO_RANK, m) if features == "nystroem" else MAX_AUTO_RANK)
     tried, bounds = [], []
     while True:
-        data = prepare_inverse_gp_data(Y, X, prior, approx="lowrank", rank=r,
-                                       features=features, key=k_c,
+        data = prepare_inverse_gp_data(k_c, X, Y, prior, approx="lowrank", rank=r,
+                                       features=features,
                                        progress_bar=progress_bar)
         tried.append(r)
         ratio = _heavy_ratio(data, prior)

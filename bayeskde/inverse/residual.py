@@ -1,7 +1,7 @@
 """Forward noise of the inverse model: Gaussian, or a density of the GP's
 leave-one-out residuals.
 
-The forward model (F) of :mod:`bayeskde.models.inverse_gp` is
+The forward model (F) of :mod:`bayeskde.inverse` is
 x = f(y) + eps with eps ~ N(0, s^2 I): homoscedastic and isotropic. Many
 simulators have additive noise that is neither (a crescent, a spike on a slab),
 x = g(y) + e with e independent of y. For those the *residual* noise model

@@ -1,7 +1,8 @@
 """The moves of the inverse model's predictive: BFGS refinement of its modes,
 and the Langevin chains and last importance stage above two outputs
-(:mod:`bayeskde.learn.inverse_predictive`'s module docstring describes the
-method and its measured effect)."""
+(:mod:`.predictive`'s module docstring describes the method and its measured
+effect). Every move scores outputs by the one mixture likelihood
+(:mod:`.evaluators`), Gaussian or residual noise alike."""
 
 from __future__ import annotations
 
@@ -10,50 +11,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ..models.inverse_gp_predictive import _projections, mixture_log_likelihood_each
 from ..tgp import tgp_minimize
-from ._prior_draws import _diverse_top, _log_prior, _sample_prior
+from .evaluators import dense_log_likelihood, dense_terms
+from .importance import diverse_top
+from .mixture import mixture_log_likelihood_each
+from .output_prior import log_prior, sample_prior
+
+__all__ = ["langevin_moves", "chain_proposal", "refine_modes"]
 
 
 def _pad_rows(a, block):
     """``a`` with its last row repeated up to a multiple of ``block`` rows."""
     pad = -a.shape[0] % block
     return np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if pad else a
-
-
-def _dense_terms(mix):
-    """The y-independent factors of (M) for every component, stacked so that a
-    batch of outputs takes two matrix products instead of a scan: per pair p,
-    ``B[p]`` ``(r, C d_x)`` = a_c^2 diag(1/v_c) U^T X and ``V[p]`` ``(r, C)`` =
-    a_c^2 / v_c in the columns of the components of pair p (zero elsewhere)."""
-    P, C = mix.lam.shape[0], mix.log_w.shape[0]
-    d_x = mix.proj.shape[2]
-    inv_v = 1.0 / (mix.amplitude[:, None] * mix.lam[mix.pair] + mix.noise[:, None])
-    own = (mix.pair[None, :] == jnp.arange(P)[:, None]).astype(inv_v.dtype)  # (P, C)
-    B = (mix.amplitude[:, None, None] * inv_v[:, :, None]
-         * mix.proj[mix.pair])  # (C, r, d_x)
-    B = jnp.einsum("pc,crd->prcd", own, B).reshape(P, -1, C * d_x)
-    V = jnp.einsum("pc,cr->prc", own, mix.amplitude[:, None] ** 2 * inv_v)
-    prior_var = mix.amplitude * jnp.sum(mix.alpha[mix.pair], axis=1)  # (C,)
-    return B, V, prior_var
-
-
-def _dense_log_lik(mix, terms, y, xs, test_noise):
-    """log p(x_i | y_ij, D) for outputs ``y`` ``(b, N, d_y)`` and their test
-    inputs ``xs`` ``(b, d_x)``: :func:`mixture_log_likelihood_each` with all
-    components at once (for the small batches of the MCMC moves)."""
-    b, N, d = y.shape
-    B, V, prior_var = terms
-    C, d_x = mix.log_w.shape[0], xs.shape[1]
-    A = _projections(mix, y.reshape(b * N, d))  # (P, bN, r)
-    mean = (jnp.einsum("pnr,prk->nk", A, B).reshape(b, N, C, d_x)
-            + mix.x_mean[None, None, None])
-    var_f = prior_var[None] - jnp.einsum("pnr,prc->nc", A**2, V)
-    s2 = mix.noise[None]
-    var = (jnp.maximum(var_f, 1e-6 * s2) + test_noise * s2).reshape(b, N, C)
-    r2 = jnp.sum((xs[:, None, None, :] - mean) ** 2, axis=-1)
-    ll = -0.5 * r2 / var - 0.5 * d_x * jnp.log(2 * jnp.pi * var)
-    return logsumexp(ll + mix.log_w[None, None], axis=-1)
 
 
 def _mala_impl(mix, y0, xs, test_noise, kind, params, scale, eps0, key, n_warm,
@@ -66,13 +36,13 @@ def _mala_impl(mix, y0, xs, test_noise, kind, params, scale, eps0, key, n_warm,
     is kept. Returns the kept states ``(b, N, n_keep / thin, d)``, each
     chain's best log density after warm-up ``(b, N)`` and each row's
     acceptance rate after warm-up ``(b,)``."""
-    terms = _dense_terms(mix)
+    terms = dense_terms(mix)
     dt = y0.dtype
 
     def log_target(z):
         y = z * scale[None, None]
-        lp = jax.vmap(lambda yy: _log_prior(kind, params, yy))(y)
-        return _dense_log_lik(mix, terms, y, xs, test_noise) + lp
+        lp = jax.vmap(lambda yy: log_prior(kind, params, yy))(y)
+        return dense_log_likelihood(mix, terms, y, xs, test_noise) + lp
 
     def value_grad(z):
         v, pull = jax.vjp(log_target, z)
@@ -122,7 +92,7 @@ _mala_jit = jax.jit(_mala_impl, static_argnames=("kind", "n_warm", "n_keep",
 _MCMC_BLOCK = 8
 
 
-def _mcmc_moves(key, mix, prior, X, test_noise, support, log_w, scale, eps0,
+def langevin_moves(key, mix, prior, X, test_noise, support, log_w, scale, eps0,
                 n_chains, n_warm, n_keep, thin, radius):
     """Chains started, per test row, half at the importance population's
     diverse high-weight points (one per separated region, so that every mode
@@ -132,7 +102,7 @@ def _mcmc_moves(key, mix, prior, X, test_noise, support, log_w, scale, eps0,
     n, n_pop, d = support.shape
     dt = mix.Y.dtype
     half = n_chains // 2
-    top = _diverse_top(support, log_w, n_chains - half, radius)
+    top = diverse_top(support, log_w, n_chains - half, radius)
     u = (np.arange(half) + 0.5) / half
     cdf = np.cumsum(np.exp(log_w), axis=1)
     idx = np.minimum(np.array([np.searchsorted(c, u * c[-1]) for c in cdf]),
@@ -157,20 +127,21 @@ def _kde_proposal_impl(mix, centres, chol, xs, test_noise, kind, params, key,
     chains' states: q = eps p(y) + (1 - eps) (1/K) sum_k N(y; c_k, L L^T) per
     test row (centres ``(b, K, d)``, Cholesky factors ``(b, d, d)``), every
     draw weighted by p(y | x*) p(y) / q(y). Returns particles
-    ``(b, n_particles, d)`` and their normalised log weights."""
+    ``(b, n_particles, d)``, their normalised log weights and ``(b,)`` the log
+    importance estimate of the normaliser of p(x* | y) p(y)."""
     b, K, d = centres.shape
     dt = centres.dtype
-    terms = _dense_terms(mix)
+    terms = dense_terms(mix)
     k1, k2, k3, k4 = jax.random.split(key, 4)
     pick = jax.random.randint(k1, (b, n_particles), 0, K)
     loc = jnp.take_along_axis(centres, pick[..., None], 1)
     noise = jax.random.normal(k2, (b, n_particles, d), dt)
     y = loc + jnp.einsum("bij,bnj->bni", chol, noise)
-    from_prior = _sample_prior(kind, params, k3, b * n_particles, d, dt
+    from_prior = sample_prior(kind, params, k3, b * n_particles, d, dt
                                ).reshape(b, n_particles, d)
     y = jnp.where(jax.random.uniform(k4, (b, n_particles, 1)) < eps, from_prior, y)
-    lp = jax.vmap(lambda yy: _log_prior(kind, params, yy))(y)
-    tgt = _dense_log_lik(mix, terms, y, xs, test_noise) + lp
+    lp = jax.vmap(lambda yy: log_prior(kind, params, yy))(y)
+    tgt = dense_log_likelihood(mix, terms, y, xs, test_noise) + lp
 
     def log_kde(yy, cc, L):
         diff = yy[:, None, :] - cc[None]  # (n, K, d)
@@ -183,14 +154,15 @@ def _kde_proposal_impl(mix, centres, chol, xs, test_noise, kind, params, key,
     lq = jnp.logaddexp(jnp.log(eps) + lp,
                        jnp.log1p(-eps) + jax.vmap(log_kde)(y, centres, chol))
     log_w = jnp.where(jnp.isfinite(tgt), tgt - lq, -jnp.inf)
-    return y, log_w - logsumexp(log_w, axis=1, keepdims=True)
+    total = logsumexp(log_w, axis=1, keepdims=True)
+    return y, log_w - total, total[:, 0] - jnp.log(n_particles)
 
 
 _kde_proposal_jit = jax.jit(_kde_proposal_impl, static_argnames=(
     "kind", "n_particles"))
 
 
-def _chain_proposal(key, mix, prior, X, test_noise, states, best, n_particles,
+def chain_proposal(key, mix, prior, X, test_noise, states, best, n_particles,
                     scale, eps=0.05, drop=12.0):
     """:func:`_kde_proposal_impl` with centres the MCMC states ``(n, N, K,
     d)`` of the chains whose best log density is within ``drop`` nats of the
@@ -215,26 +187,28 @@ def _chain_proposal(key, mix, prior, X, test_noise, states, best, n_particles,
     cen = states.reshape(n, N * K, d)
     cen, ch, xs = (_pad_rows(a, _MCMC_BLOCK) for a in (cen, chol, X))
     keys = jax.random.split(key, cen.shape[0] // _MCMC_BLOCK)
-    ys, ws = [], []
+    ys, ws, zs = [], [], []
     for j, i in enumerate(range(0, cen.shape[0], _MCMC_BLOCK)):
         sl = slice(i, i + _MCMC_BLOCK)
-        y, lw = _kde_proposal_jit(
+        y, lw, lz = _kde_proposal_jit(
             mix, jnp.asarray(cen[sl], dt), jnp.asarray(ch[sl], dt),
             jnp.asarray(xs[sl], dt), test_noise, prior.kind, prior.params, keys[j],
             n_particles, jnp.asarray(eps, dt))
         ys.append(np.asarray(y))
         ws.append(np.asarray(lw))
+        zs.append(np.asarray(lz))
     return (np.concatenate(ys)[:n].astype(float),
-            np.concatenate(ws)[:n].astype(float))
+            np.concatenate(ws)[:n].astype(float),
+            np.concatenate(zs)[:n].astype(float))
 
 
 def _energy(y, state):
     mix, x, test_noise, kind, params = state
     ll = mixture_log_likelihood_each(mix, y[None, None, :], x[None], test_noise)[0, 0]
-    return -(ll + _log_prior(kind, params, y[None])[0])
+    return -(ll + log_prior(kind, params, y[None])[0])
 
 
-def _refine_modes(mix, prior, X, modes, test_noise, radius):
+def refine_modes(mix, prior, X, modes, test_noise, radius):
     """Each mode moved by BFGS to the local maximum of the model-averaged
     density, kept only where that raises the density and stays within
     ``radius`` of the start (a move farther is a climb into another mode's
