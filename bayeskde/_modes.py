@@ -5,8 +5,8 @@ images) is summarised by a few hypotheses with probabilities instead of one
 averaged point. :func:`top_k_modes` works on any weighted candidate set: a grid
 with a density times cell volume, or importance-weighted draws. It sits below
 the subpackages that use it (the Twin GP's tempered predictive,
-:mod:`bayeskde.tgp.modes`; the inverse GP, :mod:`bayeskde.learn.inverse_gp`)
-and is public as :func:`bayeskde.learn.top_k_modes`.
+:mod:`bayeskde.tgp.modes`; the inverse GP, :mod:`bayeskde.inverse`)
+and is used through those two.
 """
 
 from __future__ import annotations

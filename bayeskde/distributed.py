@@ -17,7 +17,7 @@ from the result, so results equal the single-device ones.
   Phi^T Phi and Phi^T x) with the rows sharded over the devices and streamed
   in chunks, so that only one chunk is ever on the devices (the inverse
   model's low-rank statistics,
-  :func:`bayeskde.models.inverse_gp_lowrank.lowrank_statistics`, use it).
+  :func:`bayeskde.inverse.lowrank.lowrank_statistics`, use it).
 - MCMC chains: :func:`bayeskde.infer.run_nuts` hands ``chain_method="parallel"``
   to NumPyro (one chain per device, ``pmap``) whenever
   ``jax.local_device_count() >= num_chains`` and ``"vectorized"`` otherwise, so

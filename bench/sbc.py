@@ -5,14 +5,11 @@ posterior, and test that the rank of theta among L posterior draws is uniform.
 Two models, each with one independent NUTS chain per replication
 (:func:`bayeskde.infer.replicated_nuts`, one compiled program):
 
-- ``kernel``: the exact part of the kernel hyperparameter model
-  (:func:`bayeskde.models.kernel_hyper_model` with d1 = d2 = 1 and no KL factor,
-  which makes it generative): log gamma_x, log r, log a^2 on ``--m`` (10) inputs.
 - ``hmm``: the Bayesian HMM (:func:`bayeskde.models.bayesian_hmm_model`), 2 states,
   2 symbols, 4 sequences of 6 steps, emission prior Dir(4, 1) / Dir(1, 4) (one
   dominant labelling); pi_0, A_00, A_11, B_00, B_11.
 
-- ``inverse``: the generative inverse model (:func:`bayeskde.models.inverse_gp_model`,
+- ``inverse``: the generative inverse model (:func:`bayeskde.inverse.inverse_gp_model`,
   the kept model of issue 14) with degree 1 (the transform weight is then 1, so the
   model is generative) on ``--m`` (10) fixed outputs y in [0, 1], a 6-point rate
   grid and priors centred at a fixed scale (not the data's variance, which would
@@ -28,7 +25,7 @@ simultaneous band (:func:`bayeskde.infer.sbc_ecdf_band`), and the wall time;
 (``sbc_inverse_gp.png``). There is no peer: the reference is the uniform
 distribution. The test suite runs the same checks with R = 40.
 
-Run: ``python bench/sbc.py [--replications 200] [--model kernel hmm inverse]
+Run: ``python bench/sbc.py [--replications 200] [--model hmm inverse]
 [--out DIR] [--quick]`` (``--quick``: R = 40, L = 39, short warmup; a smoke run).
 """
 
@@ -46,20 +43,17 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size
 
 from bayeskde.infer import replicated_nuts, sbc_ecdf_band, sbc_rank_test
-from bayeskde.models import (
-    BayesianHMMPrior,
+from bayeskde.inverse import (
     InverseGPData,
     InverseGPPrior,
-    bayesian_hmm_model,
     inverse_gp_model,
     prepare_inverse_gp_data,
-    simulate_categorical_hmm,
-    simulate_kernel_gp_part,
 )
-from bayeskde.models.kernel_hyper import (
-    KernelHyperData,
-    KernelHyperPrior,
-    kernel_hyper_model,
+from bayeskde.inverse.evidence import observed_inputs
+from bayeskde.models import (
+    BayesianHMMPrior,
+    bayesian_hmm_model,
+    simulate_categorical_hmm,
 )
 
 
@@ -110,32 +104,6 @@ def _record(name, names, draws, truths, L, thin, wall, bins, out=None, seed=0):
         "ecdf_max_abs_diff": float(np.abs(band.ecdf_diff).max()),
         "wall_s": wall, "dtype": str(jnp.zeros(()).dtype),
     }
-
-
-def run_kernel(R, m, L, thin, warmup, seed, bins):
-    x = np.linspace(0, 1, m)[:, None]
-    Dx2 = (x - x.T) ** 2
-    prior = KernelHyperPrior(max_degree_x=1, max_degree_y=1, kl_temperature=0.0,
-                             log_gamma_x_loc=1.0, log_gamma_x_scale=0.5,
-                             log_ridge_loc=np.log(0.1), log_ridge_scale=0.5,
-                             log_amplitude_loc=0.0, log_amplitude_scale=0.5,
-                             log_gamma_y_loc=0.0, log_gamma_y_scale=0.5)
-    k_sim, k_mcmc = jax.random.split(jax.random.key(seed))
-    theta, Y = simulate_kernel_gp_part(k_sim, Dx2, prior, R)
-    dt = jnp.zeros(()).dtype
-    D = jnp.asarray(np.broadcast_to(Dx2, (R, m, m)), dt)
-    data = KernelHyperData(D, D, jnp.asarray(Y, dt), jnp.zeros((R, 1), dt))
-    t = time.perf_counter()
-    sample = replicated_nuts(partial(kernel_hyper_model, prior=prior),
-                             (jax.tree.map(lambda a: a[0], data),),
-                             num_warmup=warmup, num_draws=L, thin=thin)
-    post = sample(k_mcmc, (data,))
-    names = ("gamma_x", "ridge", "amplitude")
-    draws = np.stack([np.asarray(post[f"log_{n}"]) for n in names], -1)
-    wall = time.perf_counter() - t
-    truths = np.stack([theta[n] for n in names], -1)
-    return _record("kernel_gp_part", [f"log_{n}" for n in names], draws, truths, L,
-                   thin, wall, bins)
 
 
 def run_hmm(R, L, thin, warmup, seed, bins, n_seq=4, length=6):
@@ -192,7 +160,8 @@ def run_inverse(R, m, L, thin, warmup, seed, bins, out=None):
     rng = np.random.default_rng(seed)
     dt = jnp.zeros(()).dtype
     Y = np.linspace(0.0, 1.0, m)[:, None]
-    base = prepare_inverse_gp_data(Y, rng.normal(size=(m, 1)), prior)
+    base = prepare_inverse_gp_data(jax.random.key(seed), rng.normal(size=(m, 1)), Y,
+                                   prior)
     names = ("log_amplitude", "log_noise", "rate_index")
     truths, datas = [], []
     for _ in range(R):
@@ -208,7 +177,10 @@ def run_inverse(R, m, L, thin, warmup, seed, bins, out=None):
         truths.append((log_a, log_s, g + rng.uniform()))
     data = jax.tree.map(lambda *a: jnp.stack(a), *datas)
     t = time.perf_counter()
-    sample = replicated_nuts(partial(inverse_gp_model, prior=prior), (datas[0],),
+    def model(data):
+        inverse_gp_model(data, prior, observed_inputs(data))
+
+    sample = replicated_nuts(model, (datas[0],),
                              num_warmup=warmup, num_draws=L, thin=thin)
     post = sample(jax.random.key(seed), (data,))
     lj = np.asarray(post["pair_log_joint"], np.float64).reshape(R, L, -1)
@@ -231,8 +203,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--m", type=int, default=10)
     ap.add_argument("--seed", type=int, default=20261130)
-    ap.add_argument("--model", nargs="+", choices=("kernel", "hmm", "inverse"),
-                    default=["kernel", "hmm", "inverse"])
+    ap.add_argument("--model", nargs="+", choices=("hmm", "inverse"),
+                    default=["hmm", "inverse"])
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for the ECDF-difference plots")
     ap.add_argument("--quick", action="store_true",
@@ -241,10 +213,6 @@ def main(argv=None):
     if args.quick:
         args.replications, args.draws, args.warmup, args.thin = 40, 39, 150, 2
     out = []
-    if "kernel" in args.model:
-        out.append(run_kernel(args.replications, args.m, args.draws, args.thin,
-                              args.warmup, args.seed, args.bins))
-        print(json.dumps(out[-1]), flush=True)
     if "hmm" in args.model:
         out.append(run_hmm(args.replications, args.draws, args.thin, args.warmup,
                            args.seed, args.bins))

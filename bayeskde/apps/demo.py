@@ -7,7 +7,7 @@ multivalued for x near 0.5. The demo (:func:`bayeskde.apps.sshape_bayes.evaluate
 1. runs the Twin GP with the published settings and with 3-fold CV bandwidths,
    and a GP's Gaussian predictive with CV noise;
 2. learns the kernel of the generative inverse model
-   (:mod:`bayeskde.models.inverse_gp`: a GP on the single-valued forward map
+   (:mod:`bayeskde.inverse`: a GP on the single-valued forward map
    t -> x, its rate and transform degree summed out exactly on a grid, its
    amplitude and noise by NUTS with 4 chains) from all training points, and
    prints the ArviZ summary, the posterior of the kernel grid and the
@@ -78,7 +78,7 @@ def run_sshape_demo(
     res, obj = evaluate_seed(
         seed, n_train=cfg["n_train"], num_warmup=cfg["warmup"],
         num_samples=cfg["samples"], num_chains=cfg["chains"],
-        n_draws=cfg["n_draws"], n_grid=cfg["n_grid"], progress_bar=progress_bar,
+        num_draws=cfg["n_draws"], n_grid=cfg["n_grid"], progress_bar=progress_bar,
         return_objects=True)
     d, fit, pred = obj["data"], obj["fit"], obj["predictive"]
     grid = pred.support[:, 0]

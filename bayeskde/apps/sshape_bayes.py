@@ -13,7 +13,7 @@ shared output grid:
 * ``gp_cv``: a GP's Gaussian predictive, rate and noise chosen by 3-fold CV of
   CRPS (the reference the issue's CRPS target is relative to);
 * ``inverse_map``, ``inverse_average``: the generative inverse model
-  (:mod:`bayeskde.models.inverse_gp`) learned on all training points by NUTS
+  (:mod:`bayeskde.inverse`) learned on all training points by NUTS
   (4 chains), at the MAP parameters and model-averaged over posterior draws.
 
 The benchmark's test inputs are noise-free (x = f(t)), so the inverse model's
@@ -137,9 +137,8 @@ def evaluate_seed(
 
     from .. import metrics
     from ..datasets import make_sshape
-    from ..learn.inverse_gp import fit_inverse_gp, inverse_gp_predictive
-    from ..learn.kernel_hyper import calibrate_temperature, tgp_grid_log_probs
-    from ..tgp import TwinGP
+    from ..inverse import fit_inverse_gp, inverse_gp_predictive
+    from ..tgp import TwinGP, calibrate_temperature, tgp_grid_log_probs
 
     t0 = time.perf_counter()
     keys = jax.random.split(jax.random.key(seed), 4)
@@ -160,14 +159,14 @@ def evaluate_seed(
     grid = None
     objects = {"data": d, "fit": fit}
     for name, mode in (("inverse_map", "map"), ("inverse_average", "average")):
-        pr = inverse_gp_predictive(fit, Z, mode=mode, n_draws=n_draws,
+        pr = inverse_gp_predictive(fit, Z, mode=mode, num_draws=n_draws,
                                    n_grid=n_grid, margin=0.05, noisy_inputs=False)
         grid = pr.support[:, 0]
         res = {"mae": float(np.mean(np.abs(pr.modes[:, 0, 0] - t))),
                "best_of_2": float(np.mean(metrics.best_of_k_error(
                    pr.modes[:, :2, :], t[:, None]))),
                **grid_scores(grid, pr.log_probs, t)}
-        ph = inverse_gp_predictive(fit, held.x_train, mode=mode, n_draws=n_draws,
+        ph = inverse_gp_predictive(fit, held.x_train, mode=mode, num_draws=n_draws,
                                    n_grid=n_grid, margin=0.05, noisy_inputs=True)
         res["heldout_noisy"] = grid_scores(grid, ph.log_probs, held.t_train)
         out[name] = res
@@ -199,7 +198,7 @@ def evaluate_seed(
     out["runtime_s"] = time.perf_counter() - t0
     if return_objects:
         objects["train_predictive"] = inverse_gp_predictive(
-            fit, X, mode="average", n_draws=n_draws, n_grid=n_grid, margin=0.05,
+            fit, X, mode="average", num_draws=n_draws, n_grid=n_grid, margin=0.05,
             noisy_inputs=True)
         return out, objects
     return out

@@ -88,7 +88,7 @@ class SBITask(NamedTuple):
         name: sbibm's name of the task.
         prior: the prior over parameters, a NumPyro distribution over
             ``(dim_parameters,)`` (``Uniform(low, high).to_event(1)``); pass it
-            as ``output_prior`` of :class:`bayeskde.learn.InverseGPRegressor`.
+            as ``output_prior`` of :class:`bayeskde.InverseGPRegressor`.
         low, high: ``(dim_parameters,)`` the prior's box.
         simulate: ``simulate(key, theta)``: ``(n, dim_parameters)`` parameters
             to ``(n, dim_data)`` simulated data, one independent draw per row.

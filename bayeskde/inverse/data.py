@@ -102,8 +102,8 @@ class InverseGPData(NamedTuple):
     with projections ``q_rest``. ``log_pair_prior`` ``(G, D)``; ``x_scale`` the
     log variance of X the priors are centred on. ``lowrank``: ``None`` for the
     exact spectra, else the
-    :class:`~bayeskde.models.inverse_gplowrank.LowRankBasis` whose feature
-    map gave the same fields (:mod:`.inverse_gp_lowrank`).
+    :class:`~bayeskde.inverse.LowRankBasis` whose feature
+    map gave the same fields (:mod:`.lowrank`).
     """
 
     Y: Float[Array, "m d_y"]
@@ -213,7 +213,7 @@ def prepare_inverse_gp_data(
             (exact up to :data:`EXACT_MAX_M` points, :func:`resolve_approx`).
         rank: HSGP basis functions (>= 1) or Nystroem centres (in [1, m]);
             default :func:`~.inverse_gplowrank.default_rank` (the data-driven
-            choice is :func:`bayeskde.learn.fit_inverse_gp`'s).
+            choice is :func:`bayeskde.inverse.fit_inverse_gp`'s).
         features: ``"auto"``, ``"hsgp"`` (d_y = 1) or ``"nystroem"``.
         progress_bar: tqdm bars over the low-rank data pass and the pairs.
 

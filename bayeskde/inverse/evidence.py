@@ -16,10 +16,10 @@ exactly: p(X | Y, a^2, s^2) = sum_p p(p) p(X | Y, p, a^2, s^2).
 
 :func:`inverse_gp_model` is the NumPyro model: log-normal priors on a^2 and
 s^2 and an observed site ``x`` whose distribution, :class:`SpectralGPEvidence`,
-has that sum as its ``log_prob`` and the posterior predictive replicate
-(:mod:`.replicates`) as its ``sample``, so ``numpyro.infer.Predictive``
-simulates from the model (prior or posterior predictive) and simulation-based
-calibration runs from the library.
+has that sum as its ``log_prob`` and the model's own draw of X
+(:func:`~.replicates.simulate`) as its ``sample``, so
+``numpyro.infer.Predictive`` simulates from the model (prior or posterior
+predictive) and simulation-based calibration runs from the library.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from jaxtyping import Array, Float
 from numpyro.distributions import constraints
 
 from .data import InverseGPData, InverseGPPrior, Memo
-from .replicates import replicates
+from .replicates import simulate
 
 __all__ = [
     "pair_log_evidence",
@@ -166,12 +166,15 @@ class SpectralGPEvidence(dist.Distribution):
     (eq. (E) plus the pairs' prior), read from the precomputed spectra of
     ``data``: it is defined at the X those spectra were computed from (the
     observed inputs, as NumPyro and ArviZ evaluate an observed site) and is NaN
-    at any other value, never a silently wrong number. ``sample`` draws
-    posterior predictive replicates of X at Y (:func:`~.replicates.replicates`:
-    a pair from its conditional posterior, then f from the GP posterior and
-    the noise), run on the host through ``jax.pure_callback`` so it serves the
-    exact and the low-rank evidence alike and batches over draws under
-    ``vmap``.
+    at any other value, never a silently wrong number. ``sample`` draws X
+    from the model at Y (:func:`~.replicates.simulate`: a pair from its
+    prior, f from the GP prior, then the noise), run on the host through
+    ``jax.pure_callback`` so it serves the exact and the low-rank evidence
+    alike and batches over draws under ``vmap``: ``numpyro.infer.Predictive``
+    gives prior-predictive draws and, from posterior draws of (a^2, s^2),
+    the marginal posterior predictive. (The fit's posterior predictive check
+    uses the sharper conditional replicates of
+    :func:`~.replicates.replicates`, f from its posterior.)
 
     Args:
         data: :class:`~.data.InverseGPData`.
@@ -221,20 +224,18 @@ class SpectralGPEvidence(dist.Distribution):
         shape = tuple(sample_shape) + tuple(self.batch_shape)
         amp = jnp.broadcast_to(self.amplitude, shape)
         noi = jnp.broadcast_to(self.noise, shape)
-        plj = jnp.broadcast_to(self.log_joint, shape + data.n_rest.shape)
         typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
         key_data = jax.random.key_data(key) if typed else key
         out_shape = jax.ShapeDtypeStruct(shape + tuple(data.X.shape), data.X.dtype)
 
-        def host(kd, a, s, lj):
+        def host(kd, a, s):
             kd = np.asarray(kd)
             k = jax.random.wrap_key_data(kd.reshape(-1, kd.shape[-1])[0])
             lead = np.shape(a)
-            x, _ = replicates(k, data, np.reshape(a, -1), np.reshape(s, -1),
-                              np.reshape(lj, (-1, *data.n_rest.shape)), memo)
+            x, _ = simulate(k, data, np.reshape(a, -1), np.reshape(s, -1), memo)
             return np.asarray(x, data.X.dtype).reshape(lead + tuple(data.X.shape))
 
-        return jax.pure_callback(host, out_shape, key_data, amp, noi, plj,
+        return jax.pure_callback(host, out_shape, key_data, amp, noi,
                                  vmap_method="broadcast_all")
 
 

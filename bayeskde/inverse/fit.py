@@ -5,10 +5,10 @@ with the rank chosen from the data), runs one of three posterior algorithms
 over (log a^2, log s^2) with the (rate, degree) pairs summed out exactly
 (NUTS, per-pair adaptive quadrature, SVI: a dispatch table), and returns an
 immutable :class:`InverseGPFit`: InferenceData with named dims, a
-``log_likelihood`` group for PSIS-LOO, posterior predictive replicates drawn
-through the model's observed site (``numpyro.infer.Predictive``), the pairs'
-posterior, the MAP parameters, a convergence report and the forward noise
-chosen by leave-one-out (:mod:`.noise`).
+``log_likelihood`` group for PSIS-LOO, posterior predictive replicates
+(:func:`~.replicates.replicates`), the pairs' posterior, the MAP parameters,
+a convergence report and the forward noise chosen by leave-one-out
+(:mod:`.noise`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import Predictive
 
 from .. import infer
 from .._validation import check_integer, check_key
@@ -35,6 +34,7 @@ from .noise import (
 )
 from .quadrature import QuadratureReport, quadrature_posterior
 from .rank import RankReport, prepare_for_fit
+from .replicates import replicates
 from .svi import SVIReport, svi_posterior
 
 __all__ = [
@@ -217,8 +217,8 @@ def fit_inverse_gp(
             >= 1); ``None``: chosen from the data
             (:func:`~.rank.prepare_for_fit`), reported as ``fit.rank``.
         posterior_predictive: draw ``num_replicates`` replicates of X (evenly
-            thinned draws) through the model's observed site for the
-            posterior predictive check (of the Gaussian noise model's x,
+            thinned draws; f from its posterior) for the posterior predictive
+            check (of the Gaussian noise model's x,
             whichever ``noise`` is chosen).
         noise: the forward noise the predictive uses
             (:func:`~.noise.choose_forward_noise`): ``"auto"`` (the one of
@@ -277,13 +277,11 @@ def fit_inverse_gp(
     if n_rep:
         size = lj.shape[0] * lj.shape[1]
         flat = np.linspace(0, size - 1, n_rep).round().astype(int)
-        thinned = {k: jnp.asarray(np.asarray(samples[k]).reshape(size)[flat],
-                                  data.X.dtype)
-                   for k in ("log_amplitude", "log_noise")}
-        rep = Predictive(inverse_gp_model, posterior_samples=thinned,
-                         return_sites=["x"])(jax.random.fold_in(key, 1), data,
-                                             prior, memo=memo)
-        pp = {"x": np.asarray(rep["x"])[None]}
+        x_rep, _ = replicates(
+            jax.random.fold_in(key, 1), data,
+            samples["amplitude"].reshape(-1)[flat], samples["noise"].reshape(-1)[flat],
+            lj.reshape(size, *lj.shape[-2:])[flat], memo)
+        pp = {"x": np.asarray(x_rep)[None]}
     ll = None
     if log_likelihood or (log_likelihood is None and m <= LOG_LIKELIHOOD_MAX_M):
         ll = {"x": pointwise_loo(

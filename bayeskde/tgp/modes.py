@@ -199,7 +199,7 @@ def tgp_modes(
 
     Outputs of dimension <= 2: E on a grid of ``n_grid`` points over the
     training outputs' box widened by ``margin`` gives the predictive's mass
-    (midpoint rule); :func:`bayeskde.learn.top_k_modes` finds the k regions of
+    (midpoint rule); ``bayeskde._modes.top_k_modes`` finds the k regions of
     highest mass, each mode is its region's most probable grid point and its
     mass that of the grid points nearest to it. (The predictive's modes are not
     the energy's local minima: on the S-shape the tempered density has three
@@ -226,7 +226,7 @@ def tgp_modes(
             outputs' range (d_y <= 2; the calibration keeps its default).
         radius: merge radius in output units (default: 0.1 of the outputs'
             mean range for the Laplace path; the grid path uses it for
-            :func:`bayeskde.learn.top_k_modes`).
+            ``bayeskde._modes.top_k_modes``).
         key: PRNG key of the calibration's split.
 
     Returns:
