@@ -226,6 +226,8 @@ def cases():
         add("params", entry, label, fn, names)
     for label, fn, names in inference_file_cases():
         add("files", "inference data", label, fn, names)
+    for entry, label, fn, names in inverse_cases():
+        add("params", entry, label, fn, names)
     # before fit
     B = [
         ("KDE.predict", lambda: bayeskde.KernelDependencyEstimator().predict(X0)),
@@ -274,10 +276,8 @@ def bayesian_and_cv_cases():
     that refuse it (scikit-learn's rule)."""
     from bayeskde.hmm import sample_hmm, viterbi
     from bayeskde.infer import run_nuts, run_svi, sbc_ecdf_band
-    from bayeskde.learn import fit_kernel_hyper
     from bayeskde.models import (
         BayesianKDEGridPrior,
-        KernelHyperPrior,
         kde_gibbs_posterior,
         kde_spectra,
     )
@@ -290,14 +290,6 @@ def bayesian_and_cv_cases():
     def gibbs(**kw):
         sp = kde_spectra(D2, T, [0.1, 1.0])
         return kde_gibbs_posterior(sp, T, D2, np.log([1e-3, 1e-1]), **kw)
-
-    def kernel_hyper(key=None, **prior):
-        key = jax.random.key(0) if key is None else key
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # deprecated model
-            return fit_kernel_hyper(key, X0[:, :1], Y0[:, :1],
-                                    KernelHyperPrior(**prior), num_warmup=2,
-                                    num_samples=2, progress_bar=False)
 
     strings = [["a", "b"], ["c", "d"]]
     seqs = [np.array([0, 1, 1])]
@@ -351,17 +343,83 @@ def bayesian_and_cv_cases():
          ("prior",)),
         ("kde_gibbs_posterior", "temperature='a'", lambda: gibbs(temperature="a"),
          ("temperature",)),
-        ("fit_kernel_hyper", "key='abc'", lambda: kernel_hyper("abc"), ("key",)),
-        ("fit_kernel_hyper", "prior NaN log_gamma_x_loc", lambda: kernel_hyper(
-            log_gamma_x_loc=np.nan), ("log_gamma_x_loc",)),
-        ("fit_kernel_hyper", "prior NaN log_ridge_scale", lambda: kernel_hyper(
-            log_ridge_scale=np.nan), ("log_ridge_scale",)),
         ("KDE.fit", "1-D X", lambda: bayeskde.KernelDependencyEstimator().fit(
             X0[:, 0], Y0), ("X",)),
         ("KNN.fit", "1-D X", lambda: bayeskde.KNNDependencyEstimator().fit(
             X0[:, 0], Y0), ("X",)),
         ("KernelPCA.fit", "1-D X", lambda: bayeskde.KernelPCA().fit(X0[:, 0]),
          ("X",)),
+    ]
+
+
+def inverse_cases():
+    """(entry, label, fn, names): the inverse model's entry points (issue 40's
+    list: keys, missing or constant data, a fit of the wrong type, a box prior
+    of the wrong dimension, a predictive of other inputs)."""
+    from bayeskde.inverse import (
+        InverseGPPrior,
+        fit_inverse_gp,
+        inverse_gp_nuts,
+        inverse_gp_predictive,
+        inverse_gp_sample,
+    )
+
+    t = np.linspace(0.0, 1.0, 24)
+    x = (t + 0.3 * np.sin(2 * np.pi * t) + 0.05 * RNG.normal(size=24))[:, None]
+    key = jax.random.key(0)
+    small = InverseGPPrior(max_degree=1, n_gamma=4)
+
+    def fit(k=key, X=x, Y=t, **kw):
+        return fit_inverse_gp(k, X, Y, small, method="quadrature", num_samples=20,
+                              num_chains=1, progress_bar=False, **kw)
+
+    state = {}
+
+    def fitted():
+        if "fit" not in state:
+            state["fit"] = fit()
+        return state["fit"]
+
+    def predictive(rows):
+        return inverse_gp_predictive(fitted(), x[:rows], n_grid=32, refine=False)
+
+    reg = bayeskde.InverseGPRegressor
+    return [
+        ("fit_inverse_gp", "key=1", lambda: fit(k=1), ("key",)),
+        ("fit_inverse_gp", "key='abc'", lambda: fit(k="abc"), ("key",)),
+        ("fit_inverse_gp", "Y=None", lambda: fit(Y=None), ("Y",)),
+        ("fit_inverse_gp", "X=None", lambda: fit(X=None), ("X",)),
+        ("fit_inverse_gp", "constant Y", lambda: fit(Y=np.ones(24)), ("Y",)),
+        ("fit_inverse_gp", "rows differ", lambda: fit(Y=t[:20]), ("X", "Y")),
+        ("fit_inverse_gp", "method='abc'", lambda: fit_inverse_gp(
+            key, x, t, method="abc"), ("method",)),
+        ("fit_inverse_gp", "prior='abc'", lambda: fit_inverse_gp(
+            key, x, t, "abc"), ("prior",)),
+        ("InverseGPRegressor.fit", "key='abc'", lambda: reg(key="abc").fit(x, t),
+         ("key",)),
+        ("InverseGPRegressor.fit", "y=None", lambda: reg().fit(x, None), ("y",)),
+        ("inverse_gp_predictive", "fit=None", lambda: inverse_gp_predictive(
+            None, x), ("fit",)),
+        ("inverse_gp_predictive", "the estimator as fit", lambda: (
+            inverse_gp_predictive(reg(), x)), ("fit",)),
+        ("inverse_gp_predictive", "X_test width 2", lambda: inverse_gp_predictive(
+            fitted(), np.ones((3, 2))), ("X_test",)),
+        ("inverse_gp_predictive", "X_test NaN", lambda: inverse_gp_predictive(
+            fitted(), np.array([[np.nan]])), ("X_test",)),
+        ("inverse_gp_predictive", "box prior of 2 dims for 1 output", lambda: (
+            inverse_gp_predictive(fitted(), x[:2], output_prior=(
+                np.zeros(2), np.ones(2)))), ("output_prior",)),
+        ("inverse_gp_predictive", "sampler='abc'", lambda: inverse_gp_predictive(
+            fitted(), x[:2], sampler="abc"), ("sampler",)),
+        ("inverse_gp_sample", "subdivide=1, predictive of 6 rows for 4",
+         lambda: inverse_gp_sample(key, fitted(), x[:4], 5, subdivide=1,
+                                   predictive=predictive(6)), ("predictive",)),
+        ("inverse_gp_sample", "key=3", lambda: inverse_gp_sample(
+            3, fitted(), x[:2], 5), ("key",)),
+        ("inverse_gp_sample", "num_samples=0", lambda: inverse_gp_sample(
+            key, fitted(), x[:2], 0), ("num_samples",)),
+        ("inverse_gp_nuts", "fit=None", lambda: inverse_gp_nuts(
+            key, None, x[:2], 5), ("fit",)),
     ]
 
 

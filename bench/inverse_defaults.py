@@ -58,9 +58,8 @@ import time
 import jax
 import numpy as np
 
-from bayeskde import metrics
+from bayeskde import InverseGPRegressor, metrics
 from bayeskde.datasets import SSHAPE_NOISE, arm_forward, make_arm_pose, make_sshape
-from bayeskde.learn import InverseGPRegressor
 from bayeskde.tgp import TwinGP
 
 

@@ -179,8 +179,9 @@ def _npe(task, pairs, x_o, num_samples, seed):
 
 def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
         output_prior="distribution", npe=False):
+    from bayeskde import InverseGPRegressor
     from bayeskde.datasets import make_sbi_pairs, reference_posterior, sbi_task
-    from bayeskde.learn import InverseGPRegressor
+    from bayeskde.inverse import inverse_gp_nuts
     from bayeskde.metrics import c2st
 
     task = sbi_task(name)
@@ -193,7 +194,12 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     _log(f"{name} {budget}: fit {fit_s:.1f} s")
     x_o = task.observations[np.asarray(obs_ids) - 1]
     t0, c0 = time.perf_counter(), time.process_time()
-    draws = np.asarray(reg.sample(x_o, num_samples, key=jax.random.key(seed + 2)))
+    if reg.n_outputs_ > 2:  # NUTS, as reg.sample does, with its diagnostics
+        draws, srep = inverse_gp_nuts(jax.random.key(seed + 2), reg.fit_, x_o,
+                                      num_samples, output_prior=prior)
+    else:
+        draws, srep = reg.sample(x_o, num_samples, key=jax.random.key(seed + 2)), None
+    draws = np.asarray(draws)
     sample_s, sample_cpu = time.perf_counter() - t0, time.process_time() - c0
     if out_dir:
         np.savez_compressed(Path(out_dir) / f"sbi_{name}_{budget}_draws.npz",
@@ -234,7 +240,6 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
              "loo_residual": nz.loo_residual, "loo_difference_se":
              nz.loo_difference_se, "bandwidth": nz.bandwidth,
              "map_pair_mass": round(float(np.max(reg.fit_.pair_posterior)), 4)}
-    srep = getattr(reg, "sample_report_", None)
     nuts = None if srep is None else {
         "rhat_max": round(float(np.nanmax(srep.rhat)), 4),
         "ess_bulk_min": round(float(np.min(srep.ess)), 1),

@@ -25,8 +25,8 @@ simulator's exact density (the ceiling); and, for the 2-parameter tasks, the
 C2ST against sbibm's reference of 10,000 draws from the residual model's
 posterior on a 400 x 400 grid (cells drawn by mass, uniform within).
 
-Not wired into the model (``bayeskde/models/inverse_gp.py`` and
-``bayeskde/learn/inverse_gp.py`` are another issue's this session); the
+Not wired into the model (``bayeskde/inverse/`` was another issue's that
+session); the
 forward-noise choice by evidence of issue 27's item 2 would put this beside the
 Gaussian noise and let held-out density choose.
 
@@ -124,10 +124,10 @@ def choose_bandwidth(r):
 
 def run(name, budget, obs_ids, source, seed, n_test=2000, n_grid=400,
         num_samples=10_000):
+    from bayeskde import InverseGPRegressor
     from bayeskde.datasets import make_sbi_pairs, reference_posterior, sbi_task
-    from bayeskde.learn import InverseGPRegressor
+    from bayeskde.inverse.mixture import mixture_log_likelihood_each
     from bayeskde.metrics import c2st
-    from bayeskde.models.inverse_gp_predictive import mixture_log_likelihood_each
 
     task = sbi_task(name)
     pairs = make_sbi_pairs(jax.random.key(seed), task, budget)

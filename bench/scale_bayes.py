@@ -71,7 +71,7 @@ another sample (now every run draws in float64).
 Measured 2026-12-04 on 2 idle cores (load 1.5; ``--sizes 100000 --method
 quadrature --exact-max 0 --both-precisions``), after the residual noise
 density was capped at 4,000 residuals (``RESIDUAL_MAX`` of
-``bayeskde.learn.inverse_gp``: the uncapped ``noise="auto"`` made this run
+``bayeskde.inverse.noise``: the uncapped ``noise="auto"`` made this run
 time out at 900 s per precision, its bandwidth search O(48 m^2)): m = 1e5
 fit + predict 20.7 s float64 (16.4 + 4.3) at 1.47 GB peak, 18.0 s float32
 at 1.54 GB; top mode 0.0956 / 0.0999, best of 2 0.0414 / 0.0405, CRPS
@@ -120,7 +120,7 @@ def run_one(args):
     import jax
 
     from bayeskde.datasets import make_sshape
-    from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive
+    from bayeskde.inverse import fit_inverse_gp, inverse_gp_predictive
     from bayeskde.metrics import best_of_k_error, coverage_discrete, crps_discrete
 
     # The draws in float64 whatever the working precision: JAX's generator
@@ -181,7 +181,7 @@ def run_planar2(args):
     import jax
     from inverse_defaults import sample_scores, task_planar2
 
-    from bayeskde.learn import InverseGPRegressor
+    from bayeskde import InverseGPRegressor
 
     X, Y, Z, Yt, fwd = task_planar2(0, args.m, args.n_test)
     t0 = time.perf_counter()
@@ -217,16 +217,15 @@ def run_planar2(args):
 
 def prepare_run(args):
     """The low-rank data pass and posterior alone (no ArviZ, no predictive):
-    :func:`bayeskde.learn.inverse_rank.prepare_for_fit` (the statistics
+    :func:`bayeskde.inverse.rank.prepare_for_fit` (the statistics
     sharded over every device and streamed in chunks, the rank chosen from
     the data) and the quadrature posterior, on the S-shape at size m. One
     JSON line: seconds, devices, host and device peak memory, the rank."""
     import jax
 
     from bayeskde.datasets import make_sshape
-    from bayeskde.learn.inverse_rank import prepare_for_fit
-    from bayeskde.learn.quadrature import quadrature_posterior
-    from bayeskde.models import InverseGPPrior
+    from bayeskde.inverse import InverseGPPrior, quadrature_posterior
+    from bayeskde.inverse.rank import prepare_for_fit
 
     with jax.enable_x64(True):
         d = jax.tree.map(np.asarray, make_sshape(jax.random.key(0), args.m))

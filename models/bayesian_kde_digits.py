@@ -3,46 +3,33 @@
 Weston et al. (2002), section 4, choose the input RBF width sigma from
 {1e-3, ..., 1e3} (times the median distance here, see ``models/_common.py``) and the
 ridge gamma from {1e-4, ..., 1e1} by five-fold cross-validation. This recipe puts a
-posterior on the same choice instead. First the GP-evidence grid model (which lost,
-and is kept only as a reference in ``bench/kde_evidence.py``): the width is summed
-out exactly over the paper's grid (one eigendecomposition per width), the ridge is
-continuous (log-normal prior) and sampled by NUTS. Three likelihoods are compared
-(module docstring of ``bench/kde_evidence.py``):
-
-* ``scale_free_all``: every non-zero output KPCA component, each with its own
-  amplitude (one equal vote per component);
-* ``scale_free_top``: the same on the leading components holding
-  ``--variance-fraction`` (95%) of the output variance;
-* ``shared_all``: one amplitude for all components (multi-output GP / Wishart
-  evidence of the centred output Gram: components weighted by their eigenvalue).
-
-and the model kept for prediction (:mod:`bayeskde.models.kde`, which says why):
+posterior on the same choice instead: the library's model
+(:mod:`bayeskde.models.kde`, which says why it was kept):
 
 * ``gibbs_loo``: a Gibbs posterior over (width, ridge) whose likelihood is
   exp(-sum_i l_i / tau), l_i the exact leave-one-out pre-image loss of training
   point i; enumerated exactly on the width grid x a 67-point log-ridge grid.
 
-The Gaussian evidences fail on digits: ``scale_free`` puts its mass on the two
-narrowest widths (every low-variance component votes for white noise), ``shared``
-finds CV's width but a ridge ten times CV's; both lose to CV. ``gibbs_loo`` matches
-CV. ``--gibbs-only`` skips the three NUTS runs (``--quick`` implies it).
+The GP-evidence models it replaced (they put their mass on the narrowest widths
+or a ridge ten times CV's and lose to CV on digits) are references in
+``bench/kde_evidence.py``, compared by ``bench/bayes.py``; this recipe does
+not import them.
 
-Each gives a Bayesian-model-averaged predictor (average over the draws of
-(width, ridge), Rao-Blackwellised over the width) and a MAP (argmax of the exact
-log joint on a fine log-ridge grid x the width grid). Predictions use all output
-components and pre-images from the training outputs, exactly as the CV path, so
-only the selection differs. Protocol of ``models/digits_reconstruction.py``: 1000
-digits, 5 stratified folds, train on one (m = 200), test on the other four; output
-RBF width by alignment with k-means clusters; RBF loss 2 - 2 L(y, y_hat).
+It gives a Bayesian-model-averaged predictor (average over the posterior of
+(width, ridge)) and a MAP (argmax of the exact log joint on the grid).
+Predictions use all output components and pre-images from the training
+outputs, exactly as the CV path, so only the selection differs. Protocol of
+``models/digits_reconstruction.py``: 1000 digits, 5 stratified folds, train on
+one (m = 200), test on the other four; output RBF width by alignment with
+k-means clusters; RBF loss 2 - 2 L(y, y_hat).
 
 ``--strings`` adds the string-to-string task of section 4.1 (200 pairs, 4 outer
 folds, string kernel with the RBF map on the input side, string loss).
 
-Run ``python models/bayesian_kde_digits.py [--quick] [--strings] [--gibbs-only]
+Run ``python models/bayesian_kde_digits.py [--quick] [--strings]
 [--temperature TAU] --out DIR``;
-writes ``DIR/bayesian_kde_digits.json``, one ``.nc`` per task and likelihood
-(first fold), and ``DIR/bayesian_kde_digits.png`` (posterior over the width grid
-and the ridge, first fold).
+writes ``DIR/bayesian_kde_digits.json`` and ``DIR/bayesian_kde_digits.png``
+(posterior over the width grid and the ridge, first fold).
 """
 
 from __future__ import annotations
@@ -66,12 +53,6 @@ from _common import (
 )
 
 NAME = "bayesian_kde_digits"
-VARIANTS = {  # name: (likelihood, components used by the likelihood)
-    "scale_free_all": ("scale_free", "all"),
-    "scale_free_top": ("scale_free", "top"),
-    "shared_all": ("shared", "all"),
-}
-LOG_RIDGE_GRID = np.linspace(np.log(1e-8), np.log(1e3), 441)
 GIBBS = "gibbs_loo"  # the kept model: Gibbs posterior from the leave-one-out loss
 GIBBS_LOG_RIDGES = np.linspace(np.log(1e-8), np.log(1e3), 67)
 
@@ -82,29 +63,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("results") / NAME,
                    help=f"output folder (default results/{NAME})")
     p.add_argument("--quick", action="store_true",
-                   help="one outer fold, CV and gibbs_loo only (smoke run, ~30 s)")
-    p.add_argument("--num-samples", type=int, default=1000,
-                   help="NUTS draws per chain (default 1000)")
-    p.add_argument("--num-warmup", type=int, default=500)
-    p.add_argument("--num-chains", type=int, default=4)
+                   help="one outer fold (smoke run, ~30 s)")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="tau of the Gibbs posterior (loss units per nat, default 1)")
-    p.add_argument("--gibbs-only", action="store_true",
-                   help="skip the three Gaussian evidences (NUTS), run CV and Gibbs")
-    p.add_argument("--variance-fraction", type=float, default=0.95,
-                   help="output variance kept by the 'scale_free_top' likelihood")
     p.add_argument("--strings", action="store_true",
                    help="also run the string-to-string task (section 4.1)")
     p.add_argument("--no-digits", action="store_true",
                    help="skip the digits task (with --strings: strings only)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.gibbs_only = True
-        args.num_samples = min(args.num_samples, 300)
-        args.num_warmup = min(args.num_warmup, 200)
-    if not 0.0 < args.variance_fraction <= 1.0:
-        raise SystemExit("--variance-fraction must be in (0, 1]")
-    return args
+    return p.parse_args(argv)
 
 
 def output_coordinates(L_tr):
@@ -116,94 +82,6 @@ def output_coordinates(L_tr):
     keep = int(np.sum(ev > 1e-10 * ev[0]))
     T = np.asarray(kpca_transform(kp, L_tr))[:, :keep]
     return T, ev[:keep]
-
-
-def _evidence_models():
-    """The GP-evidence grid model and its log joint: references that left the
-    library for ``bench/kde_evidence.py`` when the Gibbs posterior replaced them."""
-    import sys
-
-    bench = str(Path(__file__).resolve().parents[1] / "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    from kde_evidence import bayesian_kde_grid_model, kde_grid_log_joint
-
-    return bayesian_kde_grid_model, kde_grid_log_joint
-
-
-def bayes_fold(key, K_grid, sigmas, train, test, L, loss, variant, args):
-    """Posterior over (width, ridge) on ``train``; BMA and MAP pre-images on test."""
-    import jax.numpy as jnp
-
-    from bayeskde.infer import convergence_report, run_nuts, to_inference_data
-    from bayeskde.models import (
-        BayesianKDEGridPrior,
-        kde_grid_bma_features,
-        kde_spectra,
-        n_components_for_variance,
-    )
-
-    bayesian_kde_grid_model, kde_grid_log_joint = _evidence_models()
-
-    likelihood, comps = VARIANTS[variant]
-    prior = BayesianKDEGridPrior()
-    start = time.perf_counter()
-    K_tr = K_grid[:, train][:, :, train]
-    T_all, ev = output_coordinates(L[np.ix_(train, train)])
-    p = T_all.shape[1] if comps == "all" else n_components_for_variance(
-        ev, args.variance_fraction)
-    spectra = kde_spectra(K_tr, T_all[:, :p], sigmas)
-    mcmc = run_nuts(key, bayesian_kde_grid_model, spectra, prior, likelihood,
-                    num_warmup=args.num_warmup, num_samples=args.num_samples,
-                    num_chains=args.num_chains, progress_bar=False)
-    s = mcmc.get_samples()
-    K_te = K_grid[:, test][:, :, train]
-    F = np.asarray(kde_grid_bma_features(spectra, K_te, T_all, s["ridge"],
-                                         s["grid_probs"]))
-    t2 = np.sum(T_all * T_all, axis=1)
-    pred_bma = train[np.argmin(t2[None, :] - 2.0 * F @ T_all.T, axis=1)]
-    time_bma = time.perf_counter() - start
-    # Exact posterior on a fine ridge grid: MAP and the quadrature reference.
-    lj = np.asarray(kde_grid_log_joint(spectra, LOG_RIDGE_GRID, prior, likelihood),
-                    np.float64)
-    gi, ri = np.unravel_index(int(np.argmax(lj)), lj.shape)
-    onehot = np.eye(len(sigmas))[gi][None]
-    F_map = np.asarray(kde_grid_bma_features(
-        spectra, K_te, T_all, jnp.asarray([np.exp(LOG_RIDGE_GRID[ri])]), onehot))
-    pred_map = train[np.argmin(t2[None, :] - 2.0 * F_map @ T_all.T, axis=1)]
-    P = np.exp(lj - lj.max())
-    P /= P.sum()
-    idata = to_inference_data(
-        mcmc, coords={"sigma": np.asarray(sigmas)},
-        dims={k: ["sigma"] for k in ("log_ridge_std", "log_ridge", "ridge",
-                                     "grid_probs")})
-    rep = convergence_report(idata, ["log_ridge_std", "log_ridge_avg"])
-    info = {
-        "likelihood": likelihood, "n_components": int(p),
-        "n_components_available": int(T_all.shape[1]),
-        "grid_posterior_nuts": np.asarray(s["grid_probs"]).mean(0).tolist(),
-        "grid_posterior_exact": P.sum(1).tolist(),
-        "log_ridge_mean_nuts": float(np.mean(s["log_ridge_avg"])),
-        "log_ridge_mean_exact": float(P.sum(0) @ LOG_RIDGE_GRID),
-        "map": {"sigma": float(sigmas[gi]), "ridge": float(np.exp(LOG_RIDGE_GRID[ri]))},
-        "bma_loss": float(np.mean(loss[test, pred_bma])),
-        "map_loss": float(np.mean(loss[test, pred_map])),
-        "time_s": time_bma,
-        "max_rhat": rep.max_rhat, "min_ess_bulk": rep.min_ess_bulk,
-        "min_ess_tail": rep.min_ess_tail,
-        "divergences": rep.divergences, "warnings": list(rep.messages),
-    }
-    curve = {"ridge_marginal": P.sum(0), "grid": P.sum(1),
-             "ridge_draws": _active_log_ridge(key, s)}
-    return info, idata, curve
-
-
-def _active_log_ridge(key, s):
-    """One draw of (g, log gamma_g) per NUTS draw: g ~ grid_probs."""
-    import jax
-
-    g = np.asarray(jax.random.categorical(key, np.log(s["grid_probs"] + 1e-300)))
-    return np.asarray(s["log_ridge"])[np.arange(g.size), g]
 
 
 def gibbs_fold(K_grid, sigmas, train, test, L, loss, args):
@@ -316,14 +194,9 @@ def strings_task(args):
     return {"L": L, "loss": loss, "folds": folds, "loss_name": "string loss"}
 
 
-def run_task(name, task, args, key):
-    import jax
-
-    from bayeskde.infer import save_inference_data
-
+def run_task(name, task, args):
     folds = task["folds"][:1] if args.quick else task["folds"]
-    variants = [] if args.gibbs_only else list(VARIANTS)
-    out = {"cv": [], GIBBS: [], **{v: [] for v in variants}}
+    out = {"cv": [], GIBBS: []}
     curves = {}
     for f, (K_grid, sigmas, train, test) in enumerate(folds):
         out["cv"].append(cv_fold(K_grid, sigmas, train, test, task["L"],
@@ -338,16 +211,6 @@ def run_task(name, task, args, key):
             curves[GIBBS] = curve
         line.append(f"{GIBBS} BMA {info['bma_loss']:.4f} MAP {info['map_loss']:.4f}"
                     f" ({info['time_s']:.1f} s)")
-        for v in variants:
-            key, sub = jax.random.split(key)
-            info, idata, curve = bayes_fold(sub, K_grid, sigmas, train, test,
-                                            task["L"], task["loss"], v, args)
-            out[v].append(info)
-            if f == 0:
-                save_inference_data(idata, args.out / f"{name}_{v}_fold0.nc")
-                curves[v] = curve
-            line.append(f"{v} BMA {info['bma_loss']:.4f} MAP {info['map_loss']:.4f}"
-                        f" ({info['time_s']:.1f} s)")
         print("\n  ".join(line), flush=True)
     res = {"loss_name": task["loss_name"], "n_train": int(folds[0][2].size),
            "n_test": int(folds[0][3].size), "n_folds": len(folds),
@@ -358,9 +221,9 @@ def run_task(name, task, args, key):
         **{v: {"bma_loss": summarise([i["bma_loss"] for i in out[v]]),
                "map_loss": summarise([i["map_loss"] for i in out[v]]),
                "time_s": float(np.median([i["time_s"] for i in out[v]]))}
-           for v in [GIBBS, *variants]},
+           for v in [GIBBS]},
     }
-    return res, curves, folds[0], key
+    return res, curves, folds[0]
 
 
 def plot(path, results):
@@ -389,10 +252,9 @@ def plot(path, results):
         ax.legend(fontsize=7)
         ax = axes[1, c]
         ln10 = np.log(10.0)
-        dx = (LOG_RIDGE_GRID[1] - LOG_RIDGE_GRID[0]) / ln10  # in log10 units
         for v, cur in curves.items():
-            grid = cur.get("log_ridges", LOG_RIDGE_GRID)
-            step = (grid[1] - grid[0]) / ln10 if "log_ridges" in cur else dx
+            grid = cur["log_ridges"]
+            step = (grid[1] - grid[0]) / ln10
             line, = ax.plot(grid / ln10, cur["ridge_marginal"] / step,
                             label=f"{v} (exact)")
             if cur["ridge_draws"] is not None:
@@ -412,7 +274,7 @@ def report(results) -> None:
         s = res["summary"]
         rows = [["5-fold CV (paper protocol)", fmt(*mean_se(s["cv"]["loss"]["folds"])),
                  "", f"{s['cv']['time_s']:.2f}"]]
-        variants = [v for v in (GIBBS, *VARIANTS) if v in s]
+        variants = [GIBBS]
         for v in variants:
             rows.append([f"Bayes {v}", fmt(*mean_se(s[v]["bma_loss"]["folds"])),
                          fmt(*mean_se(s[v]["map_loss"]["folds"])),
@@ -441,12 +303,10 @@ def report(results) -> None:
 
 
 def main(argv=None) -> dict:
-    import jax
 
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     timer = Timer()
-    key = jax.random.key(args.seed)
     results = {}
     tasks = ([] if args.no_digits else [("digits", digits_task)]) + (
         [("strings", strings_task)] if args.strings else [])
@@ -454,7 +314,7 @@ def main(argv=None) -> dict:
         raise SystemExit("nothing to run: --no-digits needs --strings")
     for name, make in tasks:
         task = make(args)
-        res, curves, fold0, key = run_task(name, task, args, key)
+        res, curves, fold0 = run_task(name, task, args)
         results[name] = (res, curves, fold0)
     figure = args.out / f"{NAME}.png"
     plot(figure, results)
@@ -463,13 +323,8 @@ def main(argv=None) -> dict:
         "experiment": "Bayesian KDE (issue 6, part 1d) vs the 5-fold CV of Weston "
                       "et al. 2002, section 4",
         "variants": {GIBBS: {"likelihood": "gibbs_loo", "components": "all",
-                             "temperature": args.temperature},
-                     **{v: {"likelihood": a, "components": b}
-                        for v, (a, b) in VARIANTS.items()}},
-        "variance_fraction": args.variance_fraction,
+                             "temperature": args.temperature}},
         "prior": {"log_ridge": "N(log 1e-2, 2)", "sigma": "uniform over the grid"},
-        "nuts": {"num_warmup": args.num_warmup, "num_samples": args.num_samples,
-                 "num_chains": args.num_chains},
         "seed": args.seed, "quick": bool(args.quick),
         "tasks": {k: v[0] for k, v in results.items()},
         "figure": str(figure), "runtime_s": timer(),

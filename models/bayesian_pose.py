@@ -2,7 +2,7 @@
 
 The arm task of ``models/pose_tgp.py`` (600 training, 300 test poses; three
 joint angles from the noisy elbow and tip markers; two exact inverse poses per
-marker set). The generative inverse model (:mod:`bayeskde.models.inverse_gp`)
+marker set). The generative inverse model (:mod:`bayeskde.inverse`)
 puts a GP on the single-valued forward kinematics, angles -> markers, learned
 from all 600 poses (rate and transform degree summed out on their grid). Its
 posterior is computed by quadrature (``fit_inverse_gp(method="quadrature")``):
@@ -19,7 +19,7 @@ and the single-prediction errors of the baselines of ``pose_tgp.py`` (TGP-KL
 with median-heuristic bandwidths x 4 and with (gamma_x, gamma_y) by 3-fold CV
 of the angle error over {1, 4, 16} x that heuristic each, GP mean, weighted
 1-NN and 5-NN), and the top-2 modes of the CV Twin GP's tempered predictive
-(``bayeskde.learn.tgp_modes``, temperature by held-out density).
+(``bayeskde.tgp.tgp_modes``, temperature by held-out density).
 
 Run ``python models/bayesian_pose.py`` (``--seed``), ``--quick`` for 120 / 60.
 """
@@ -63,8 +63,8 @@ def main(argv=None) -> dict:
     import jax
 
     from bayeskde.datasets import make_arm_pose
-    from bayeskde.learn import fit_inverse_gp, inverse_gp_predictive, tgp_modes
-    from bayeskde.tgp import TwinGP, gp_predict, weighted_knn_predict
+    from bayeskde.inverse import fit_inverse_gp, inverse_gp_predictive
+    from bayeskde.tgp import TwinGP, gp_predict, tgp_modes, weighted_knn_predict
 
     timer = Timer()
     n_train, n_test = (120, 60) if args.quick else (600, 300)
@@ -85,8 +85,8 @@ def main(argv=None) -> dict:
     modes = tgp_modes(tgp, Z, 2).modes
     res["tgp_kl_cv_modes"] = _with_best_of_2(errors(modes[:, 0], data), modes, data)
     fit = fit_inverse_gp(jax.random.key(args.seed + 1), X, Y, method="quadrature",
-                         num_samples=500, progress_bar=False, n_replicates=10)
-    pr = inverse_gp_predictive(fit, Z, n_draws=20, k=2, mode_radius=0.3)
+                         num_samples=500, progress_bar=False, num_replicates=10)
+    pr = inverse_gp_predictive(fit, Z, num_draws=20, k=2, mode_radius=0.3)
     top = pr.modes[:, 0]
     inv = _with_best_of_2(errors(top, data), pr.modes, data)
     inv["second_mode_mass"] = float(pr.mode_masses[:, 1].mean())

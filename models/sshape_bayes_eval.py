@@ -69,7 +69,7 @@ def main(argv=None):
 
         kw = dict(n_train=QUICK["n_train"], num_warmup=QUICK["warmup"],
                   num_samples=QUICK["samples"], num_chains=QUICK["chains"],
-                  n_draws=QUICK["n_draws"], n_grid=QUICK["n_grid"])
+                  num_draws=QUICK["num_draws"], n_grid=QUICK["n_grid"])
     runs = []
     for s in seeds:
         runs.append(evaluate_seed(s, **kw))

@@ -40,9 +40,9 @@ __all__ = [
 
 PUBLISHED = {"tgp_kl": 0.116, "gp": 0.127, "wknn_1": 0.174}
 
-FULL = dict(n_train=500, warmup=500, samples=500, chains=4, n_draws=20,
+FULL = dict(n_train=500, warmup=500, samples=500, chains=4, num_draws=20,
             n_grid=600)
-QUICK = dict(n_train=120, warmup=60, samples=60, chains=4, n_draws=4, n_grid=200)
+QUICK = dict(n_train=120, warmup=60, samples=60, chains=4, num_draws=4, n_grid=200)
 
 METHODS = {
     "tgp_published": "Twin GP, published settings",
@@ -78,7 +78,7 @@ def run_sshape_demo(
     res, obj = evaluate_seed(
         seed, n_train=cfg["n_train"], num_warmup=cfg["warmup"],
         num_samples=cfg["samples"], num_chains=cfg["chains"],
-        num_draws=cfg["n_draws"], n_grid=cfg["n_grid"], progress_bar=progress_bar,
+        num_draws=cfg["num_draws"], n_grid=cfg["n_grid"], progress_bar=progress_bar,
         return_objects=True)
     d, fit, pred = obj["data"], obj["fit"], obj["predictive"]
     grid = pred.support[:, 0]

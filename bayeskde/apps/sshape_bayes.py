@@ -123,7 +123,7 @@ def tgp_cv(key, X, Y):
 
 def evaluate_seed(
     seed: int, *, n_train: int = 500, num_warmup: int = 500, num_samples: int = 500,
-    num_chains: int = 4, n_draws: int = 20, n_grid: int = 1000,
+    num_chains: int = 4, num_draws: int = 20, n_grid: int = 1000,
     progress_bar: bool = False, return_objects: bool = False,
 ):
     """Every method of the module docstring on one seed; a JSON-able dict.
@@ -159,14 +159,14 @@ def evaluate_seed(
     grid = None
     objects = {"data": d, "fit": fit}
     for name, mode in (("inverse_map", "map"), ("inverse_average", "average")):
-        pr = inverse_gp_predictive(fit, Z, mode=mode, num_draws=n_draws,
+        pr = inverse_gp_predictive(fit, Z, mode=mode, num_draws=num_draws,
                                    n_grid=n_grid, margin=0.05, noisy_inputs=False)
         grid = pr.support[:, 0]
         res = {"mae": float(np.mean(np.abs(pr.modes[:, 0, 0] - t))),
                "best_of_2": float(np.mean(metrics.best_of_k_error(
                    pr.modes[:, :2, :], t[:, None]))),
                **grid_scores(grid, pr.log_probs, t)}
-        ph = inverse_gp_predictive(fit, held.x_train, mode=mode, num_draws=n_draws,
+        ph = inverse_gp_predictive(fit, held.x_train, mode=mode, num_draws=num_draws,
                                    n_grid=n_grid, margin=0.05, noisy_inputs=True)
         res["heldout_noisy"] = grid_scores(grid, ph.log_probs, held.t_train)
         out[name] = res
@@ -198,7 +198,7 @@ def evaluate_seed(
     out["runtime_s"] = time.perf_counter() - t0
     if return_objects:
         objects["train_predictive"] = inverse_gp_predictive(
-            fit, X, mode="average", num_draws=n_draws, n_grid=n_grid, margin=0.05,
+            fit, X, mode="average", num_draws=num_draws, n_grid=n_grid, margin=0.05,
             noisy_inputs=True)
         return out, objects
     return out

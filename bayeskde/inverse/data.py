@@ -123,6 +123,9 @@ class InverseGPData(NamedTuple):
 
 def as_2d(a, name):
     """``a`` as a float 2-D array (a 1-D one as one column)."""
+    if a is None:
+        raise TypeError(f"{name} must be an array of shape (m, d) (1-D allowed), "
+                        "got None")
     arr = as_float_array(a, name)
     arr = arr[:, None] if arr.ndim == 1 else arr
     if arr.ndim != 2:
