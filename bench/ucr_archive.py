@@ -229,6 +229,9 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=None,
                     help="stop starting new sets after this many seconds")
     ap.add_argument("--out", default="ucr_archive_results")
+    ap.add_argument("--jax-cache", metavar="DIR", default=None,
+                    help="JAX's persistent compilation cache (the counterpart of "
+                         "the numba cache aeon's MiniRocket keeps on disk)")
     ap.add_argument("--table", action="store_true",
                     help="only print the table of the JSON files in --out")
     ap.add_argument("--one", metavar="NAME", help=argparse.SUPPRESS)
@@ -239,7 +242,14 @@ def main(argv=None):
     out = Path(args.out)
     if args.one:
         warnings.simplefilter("ignore")
-        row = run_one(args.one, args.methods)
+        if args.jax_cache:
+            from bayeskde.cache import enable_compilation_cache, quiet_cache_logs
+
+            enable_compilation_cache(args.jax_cache)
+            with quiet_cache_logs():
+                row = run_one(args.one, args.methods)
+        else:
+            row = run_one(args.one, args.methods)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.one}.json").write_text(json.dumps(row))
         return
@@ -254,6 +264,8 @@ def main(argv=None):
                 continue
             cmd = [sys.executable, __file__, "--one", n, "--out", str(out),
                    "--methods", *args.methods]
+            if args.jax_cache:
+                cmd += ["--jax-cache", args.jax_cache]
             try:
                 subprocess.run(cmd, timeout=args.limit, check=True,
                                env=dict(os.environ))

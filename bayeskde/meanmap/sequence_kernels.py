@@ -92,10 +92,13 @@ def _paa(x: np.ndarray, m: int) -> np.ndarray:
                      for a, b in zip(edges[:-1], edges[1:], strict=True)])
 
 
-def preprocess(sequences, max_length: int | None, derivative: float):
-    """PAA to at most ``max_length`` (lengths scaled by the longest series), then
+def preprocess(sequences, max_length: int | None, derivative: float,
+               t_ref: int | None = None):
+    """PAA to at most ``max_length`` (lengths scaled by ``t_ref``, default the
+    longest series; a component passes its training set's longest, so that
+    new series of other lengths are shortened by the same factor), then
     ``[x, w * diff(x)]``; returns the padded ``(n, T, d')`` array and lengths."""
-    t_max = max(len(s) for s in sequences)
+    t_max = max(len(s) for s in sequences) if t_ref is None else t_ref
     out = []
     for s in sequences:
         if max_length is not None and t_max > max_length:
@@ -105,6 +108,13 @@ def preprocess(sequences, max_length: int | None, derivative: float):
             s = np.concatenate([s, derivative * d], axis=1)
         out.append(s)
     return pad_series(out)
+
+
+def _t_ref(comp, sequences):
+    """The longest training length, set on the first (fitting) call."""
+    if not hasattr(comp, "t_ref_"):
+        comp.t_ref_ = max(len(s) for s in sequences)
+    return comp.t_ref_
 
 
 def _normalise(K, da, db):
@@ -120,7 +130,7 @@ class _GAK:
 
     def fit(self, sequences):
         self.X_, self.lengths_ = preprocess(sequences, self.max_length,
-                                            self.derivative)
+                                            self.derivative, _t_ref(self, sequences))
         self.sigma_ = self.sigma_scale * gak_sigma(self.X_, self.lengths_)
         self.K_ = global_alignment_gram(self.X_, sigma=self.sigma_,
                                         lengths_a=self.lengths_,
@@ -128,7 +138,8 @@ class _GAK:
         return self
 
     def cross(self, sequences):
-        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        X, lengths = preprocess(sequences, self.max_length, self.derivative,
+                                _t_ref(self, sequences))
         if X.shape[2] != self.X_.shape[2]:
             raise ValueError(f"X has d = {X.shape[2]}, fit saw {self.X_.shape[2]}")
         return global_alignment_gram(X, self.X_, sigma=self.sigma_, lengths_a=lengths,
@@ -144,7 +155,8 @@ class _Signature:
         self.derivative, self.max_length = derivative, max_length
 
     def _features(self, sequences):
-        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        X, lengths = preprocess(sequences, self.max_length, self.derivative,
+                                _t_ref(self, sequences))
         n, T, _ = X.shape
         # time channel over each series' own span, and the basepoint 0
         t = np.arange(T)[None, :] / np.maximum(lengths[:, None] - 1, 1)
@@ -198,7 +210,8 @@ class _LMMK:
 
     def _features(self, sequences):
         """One :class:`LatentFeatures` per kept mode (one for EM)."""
-        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        X, lengths = preprocess(sequences, self.max_length, self.derivative,
+                                _t_ref(self, sequences))
         X = jnp.asarray(X, self.dtype_)
         lengths = jnp.asarray(lengths)
         out = []
@@ -250,7 +263,8 @@ class _LMMK:
             raise ValueError("mode_weighting='stacking' needs weigh, a function of "
                              "the modes' training Grams (the classifier supplies "
                              "one from the labels)")
-        X, lengths = preprocess(sequences, self.max_length, self.derivative)
+        X, lengths = preprocess(sequences, self.max_length, self.derivative,
+                                _t_ref(self, sequences))
         k_fit, k_rff = jax.random.split(self.key)
         cases = [x[:n] for x, n in zip(X, lengths, strict=True)]
         self._fit_modes(k_fit, cases, X, lengths)

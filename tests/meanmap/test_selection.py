@@ -1,0 +1,170 @@
+"""DTW against dynamic programming, the nested choice against brute-force refits,
+and the classifier's DTW fallback and training-length PAA (issue 43)."""
+
+import numpy as np
+import pytest
+
+from bayeskde import SequenceKernelClassifier
+from bayeskde.meanmap.dtw import dtw_distances
+from bayeskde.meanmap.selection import (
+    nearest_neighbour_loo_accuracy,
+    nested_selection_accuracy,
+    outer_folds,
+    select_kernel,
+)
+from bayeskde.meanmap.stacking import _ALPHAS, _INTERCEPT
+from tests.helpers import RTOL, assert_close
+
+
+def _dtw_loop(x, y, radius=None):
+    """The textbook O(T1 T2) recursion (Sakoe and Chiba 1978)."""
+    n, m = len(x), len(y)
+    r = max(n, m) if radius is None else max(radius, abs(n - m))
+    D = np.full((n + 1, m + 1), np.inf)
+    D[0, 0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            if abs(i - j) <= r:
+                cost = np.sum((x[i - 1] - y[j - 1]) ** 2)
+                D[i, j] = cost + min(D[i - 1, j], D[i, j - 1], D[i - 1, j - 1])
+    return D[n, m]
+
+
+def _pad(seqs):
+    T = max(len(s) for s in seqs)
+    out = np.zeros((len(seqs), T, seqs[0].shape[1]))
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = s
+    return out, np.array([len(s) for s in seqs])
+
+
+def test_dtw_equals_the_recursion(rng):
+    A = [rng.normal(size=(int(rng.integers(3, 12)), 2)) for _ in range(5)]
+    B = [rng.normal(size=(int(rng.integers(3, 12)), 2)) for _ in range(4)]
+    XA, la = _pad(A)
+    XB, lb = _pad(B)
+    for window in (None, 0.3):
+        radius = None if window is None else int(np.ceil(window * 11))
+        D = dtw_distances(XA, XB, lengths_a=la, lengths_b=lb, window=window,
+                          block_size=7)
+        ref = np.array([[_dtw_loop(a, b, radius) for b in B] for a in A])
+        assert_close(D, ref, rtol=RTOL * 10, atol=RTOL * 10)
+    S = dtw_distances(XA, lengths_a=la)
+    ref = np.array([[_dtw_loop(a, b) for b in A] for a in A])
+    assert_close(S, ref, rtol=RTOL * 10, atol=RTOL * 10)
+    # a warped copy is at distance 0
+    x = rng.normal(size=(6, 1))
+    XX, lx = _pad([x, np.repeat(x, 2, axis=0)])
+    assert dtw_distances(XX, lengths_a=lx)[0, 1] == 0.0
+
+
+@pytest.mark.parametrize(("kw", "match"), [(dict(window=0.0), "window"),
+                                           (dict(window=2.0), "window"),
+                                           (dict(block_size=0), "block_size")])
+def test_dtw_bad_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        dtw_distances(np.zeros((2, 3, 1)), **kw)
+
+
+def _ridge_refit_choice(K, Y, tr):
+    """The ridge of least LOO squared error on the rows ``tr`` by explicit refits."""
+    Kt = K[np.ix_(tr, tr)] + _INTERCEPT
+    best = None
+    for a in _ALPHAS:
+        err = 0.0
+        for i in range(len(tr)):
+            keep = np.arange(len(tr)) != i
+            coef = np.linalg.solve(Kt[np.ix_(keep, keep)] + a * np.eye(len(tr) - 1),
+                                   Y[tr][keep])
+            err += np.mean((Kt[i, keep] @ coef - Y[tr][i]) ** 2)
+        if best is None or err < best[0] - 1e-12:
+            best = (err, a)
+    return best[1]
+
+
+def test_nested_accuracy_equals_refits(rng):
+    # one candidate: the nested choice is the ridge; brute force chooses it by
+    # explicit LOO refits on each outer training set, then predicts the left-out
+    n = 14
+    Z = rng.normal(size=(n, 3))
+    y = (Z[:, 0] + 0.7 * rng.normal(size=n) > 0).astype(int)
+    K = np.exp(-0.5 * np.sum((Z[:, None] - Z[None]) ** 2, -1))
+    Y = -np.ones((n, 2))
+    Y[np.arange(n), y] = 1.0
+    folds = outer_folds(y, 0)
+    assert len(folds) == n  # leave-one-out below 30 series
+    acc, _ = nested_selection_accuracy([K], ["rbf"], Y, y, folds)
+    hits = 0
+    for tr, te in folds:
+        a = _ridge_refit_choice(K, Y, tr)
+        Kc = K + _INTERCEPT
+        coef = np.linalg.solve(Kc[np.ix_(tr, tr)] + a * np.eye(len(tr)), Y[tr])
+        hits += int((Kc[np.ix_(te, tr)] @ coef).argmax(1)[0] == y[te][0])
+    assert acc == hits / n
+    # the choice on all rows keeps that ridge too
+    choice = select_kernel([K], ["rbf"], Y, y)
+    assert choice.results[choice.best][2] == _ridge_refit_choice(K, Y, np.arange(n))
+    # 1-NN: each point's nearest other point, by brute force
+    D = np.sum((Z[:, None] - Z[None]) ** 2, -1)
+    ref = np.mean([y[min((j for j in range(n) if j != i), key=lambda j: D[i, j])]
+                   == y[i] for i in range(n)])
+    assert nearest_neighbour_loo_accuracy(D, y) == ref
+    big = outer_folds(np.arange(60) % 3, 0)
+    assert len(big) == 10
+    assert sorted(np.concatenate([te for _, te in big]).tolist()) == list(range(60))
+
+
+def _warped(rng, n):
+    """Two classes told apart by the order of two bumps, warped per series."""
+    X, y = [], []
+    for i in range(n):
+        c = i % 2
+        T = int(rng.integers(30, 50))
+        t = np.sort(rng.random(T))
+        a, b = (0.3, 0.7) if c == 0 else (0.7, 0.3)
+        x = np.exp(-((t - a) / 0.05) ** 2) - np.exp(-((t - b) / 0.05) ** 2)
+        X.append(x + 0.05 * rng.normal(size=T))
+        y.append(c)
+    return X, np.array(y)
+
+
+def test_dtw_rule_and_training_length_paa(rng):
+    X, y = _warped(rng, 16)
+    Xt, yt = _warped(rng, 10)
+    clf = SequenceKernelClassifier(kernels=("dtw",), max_length=20).fit(X, y)
+    assert clf.procedure_ == "dtw" and clf.selected_[0]["family"] == "dtw"
+    # the 1-NN rule on the recursion's distances, after PAA by the training
+    # set's longest length (49 frames -> 20): one series at a time or all at
+    # once gives the same answer
+    from bayeskde.meanmap.sequence_kernels import preprocess
+
+    t_ref = max(len(x) for x in X)
+    tr = [s[:n] for s, n in zip(*preprocess(X, 20, 0.0, t_ref), strict=True)]
+    te = [s[:n] for s, n in zip(*preprocess(Xt, 20, 0.0, t_ref), strict=True)]
+    D = np.array([[_dtw_loop(a, b) for b in tr] for a in te])
+    np.testing.assert_array_equal(clf.predict(Xt), y[D.argmin(1)])
+    one = np.concatenate([clf.decision_function([x]) for x in Xt[:4]])
+    assert_close(one, clf.decision_function(Xt[:4]))
+    P = clf.predict_proba(Xt)
+    assert_close(P.sum(1), np.ones(len(Xt)))
+    assert np.mean(clf.predict(Xt) == yt) == 1.0
+
+
+def test_nested_choice_of_pool(rng):
+    X, y = _warped(rng, 16)
+    clf = SequenceKernelClassifier(kernels=("window", "signature", "dtw"),
+                                   window_features=300, max_length=20).fit(X, y)
+    s = clf.procedure_scores_
+    assert set(s) == {"window", "all", "dtw"}
+    order = ["window", "all", "dtw"]
+    assert clf.procedure_ == max(order, key=lambda p: (s[p], -order.index(p)))
+    if clf.procedure_ == "window":
+        assert {c["family"] for c in clf.selected_} == {"window"}
+    loo = SequenceKernelClassifier(kernels=("window", "signature", "dtw"),
+                                   window_features=300, max_length=20,
+                                   selection="loo").fit(X, y)
+    assert loo.procedure_ == "all" and loo.procedure_scores_ == {}
+    with pytest.raises(ValueError, match="selection must be"):
+        SequenceKernelClassifier(selection="cv").fit(X, y)
+    with pytest.raises(ValueError, match="dtw_budget"):
+        SequenceKernelClassifier(dtw_budget=-1.0).fit(X, y)
