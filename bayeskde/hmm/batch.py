@@ -21,15 +21,15 @@ from .._typing import ArrayLike
 from .._validation import check_integer
 from .emissions import (
     CategoricalEmission,
-    _gaussian_log_density_fn,
+    gaussian_log_density_fn,
 )
 from .inference import (
     HMMPosterior,
-    _backward_scan,
-    _emit_log_likelihoods,
-    _forward_scan,
-    _summed_xi,
-    _validate,
+    backward_scan,
+    emit_log_likelihoods,
+    forward_scan,
+    summed_xi,
+    validate,
 )
 from .params import HMMParams
 
@@ -143,7 +143,7 @@ def pad_sequences(
     return jnp.asarray(padded, _float_dtype()), jnp.asarray(lengths)
 
 
-def _time_major(padded, lengths):
+def time_major(padded, lengths):
     """``(T_max, B[, D])`` observations and the ``(T_max, B)`` mask, the layout of
     the recursions (see :mod:`bayeskde.hmm.inference`)."""
     obs = jnp.swapaxes(padded, 0, 1)
@@ -153,7 +153,7 @@ def _time_major(padded, lengths):
 
 def _batch_emit(emission):
     """``emit(obs_t, mask_t) -> (lik (N, B), shift (B,))`` for one step of a
-    time-major batch (see :func:`~bayeskde.hmm.inference._forward_scan`).
+    time-major batch (see :func:`~bayeskde.hmm.inference.forward_scan`).
 
     Symbols need no exponential per step: the likelihood column of symbol ``m``,
     divided by its largest entry, is looked up in a table of ``N x M`` entries.
@@ -170,18 +170,18 @@ def _batch_emit(emission):
             return jnp.where(m[None], lik, 1.0), jnp.where(m, top[obs], 0.0)
 
         return _emit
-    log_density = _gaussian_log_density_fn(emission)
+    log_density = gaussian_log_density_fn(emission)
 
-    def _emit(obs, m):  # obs: (D, B), feature-major (see _batch_smooth)
-        return _emit_log_likelihoods(log_density(obs), m)
+    def _emit(obs, m):  # obs: (D, B), feature-major (see batch_smooth)
+        return emit_log_likelihoods(log_density(obs), m)
 
     return _emit
 
 
-def _batch_smooth(params, obs, mask, xi):
+def batch_smooth(params, obs, mask, xi):
     """Forward-backward over a time-major batch: ``gamma`` ``(T_max, B, N)`` (zero
     on padding), the ``xi`` accumulator (see
-    :func:`~bayeskde.hmm.inference._backward_scan`, before multiplying by the
+    :func:`~bayeskde.hmm.inference.backward_scan`, before multiplying by the
     transition matrix), the log likelihoods ``(B,)`` and the transition matrix.
 
     Everything runs in the widest float dtype among the parameters and (float)
@@ -194,17 +194,17 @@ def _batch_smooth(params, obs, mask, xi):
     transition = jnp.exp(params.log_transition)
     # Vectors go feature-major, (T_max, D, B), the layout of the Gaussian step.
     xs = obs if obs.ndim == 2 else jnp.swapaxes(obs, 1, 2)
-    alphas, log_lik = _forward_scan(
+    alphas, log_lik = forward_scan(
         initial, transition, _batch_emit(params.emission), xs, mask
     )
-    gamma, acc = _backward_scan(initial, transition, alphas, mask, xi)
+    gamma, acc = backward_scan(initial, transition, alphas, mask, xi)
     return gamma, acc, log_lik, transition
 
 
 def _batch_posteriors(params, padded, lengths):
-    obs, mask = _time_major(padded, lengths)
-    gamma, acc, log_lik, transition = _batch_smooth(params, obs, mask, "each")
-    xi = _summed_xi(transition[None], jnp.moveaxis(acc, 2, 0))
+    obs, mask = time_major(padded, lengths)
+    gamma, acc, log_lik, transition = batch_smooth(params, obs, mask, "each")
+    xi = summed_xi(transition[None], jnp.moveaxis(acc, 2, 0))
     return HMMPosterior(jnp.swapaxes(gamma, 0, 1), xi, log_lik)
 
 
@@ -272,7 +272,7 @@ def batch_posteriors(
             f"{padded.shape} and {lengths.shape}"
         )
     n = params.log_initial.shape[0]
-    _validate(params.log_initial, params.log_transition, np.zeros((1, n)), None)
+    validate(params.log_initial, params.log_transition, np.zeros((1, n)), None)
     categorical = isinstance(params.emission, CategoricalEmission)
     _check_emission(params.emission, categorical)
     if categorical != (padded.ndim == 2):

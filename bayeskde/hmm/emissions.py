@@ -90,7 +90,7 @@ def gaussian_log_likelihoods(
     Full covariances go through their Cholesky factors (a triangular solve, never an
     inverse); diagonal ones through their variances. (The batched recursions of
     :mod:`bayeskde.hmm.learning` use the feature-major twin
-    :func:`_gaussian_log_density_fn` inside their scans.)
+    :func:`gaussian_log_density_fn` inside their scans.)
 
     Cost: O(N D^3 + T N D^2) time for full covariances, O(T N D) for diagonal ones;
     O(T N D) memory.
@@ -115,7 +115,7 @@ def _gaussian_log_density_rows(emission):
     """``obs (K, D) -> (K, N)`` log densities by the direct Mahalanobis form.
 
     In this row-major layout the direct form measured fastest (the whitened
-    feature-major form of :func:`_gaussian_log_density_fn`, transposed in and out,
+    feature-major form of :func:`gaussian_log_density_fn`, transposed in and out,
     took 2.6x as long on 200,000 x 3 observations and 8 states).
     """
     means, covs = emission.means, emission.covariances
@@ -143,7 +143,7 @@ def _gaussian_log_density_rows(emission):
     return lambda obs: const - 0.5 * (logdet[None, :] + _maha(obs))
 
 
-def _gaussian_log_density_fn(emission):
+def gaussian_log_density_fn(emission):
     """``obs (D, K) -> (N, K)`` log densities, feature-major, with the per-state
     factors computed once, outside the returned function, so that a scan can call
     it on one step of a batch at a time.

@@ -74,17 +74,17 @@ from .._typing import ArrayLike, float_dtype
 from .recursions import (
     HMMFilter,
     HMMPosterior,
-    _backward_scan,
-    _emit_log_likelihoods,
-    _forward_backward,
-    _forward_filter,
-    _forward_filter_batch,
-    _forward_scan,
-    _prepare,
-    _summed_xi,
-    _viterbi,
+    backward_scan,
+    emit_log_likelihoods,
+    forward_backward_pass,
+    forward_filter_batch,
+    forward_filter_pass,
+    forward_scan,
     max_argmax,
     pointer_dtype,
+    prepare,
+    summed_xi,
+    viterbi_pass,
 )
 
 __all__ = [
@@ -97,7 +97,7 @@ __all__ = [
 
 
 def _viterbi_batch(log_initial, log_transition, log_likelihoods, mask):
-    """:func:`_viterbi` of a batch ``log_likelihoods`` ``(B, T, N)``, ``mask``
+    """:func:`viterbi_pass` of a batch ``log_likelihoods`` ``(B, T, N)``, ``mask``
     ``(B, T)``: ``(B, T)`` paths.
 
     The scores are laid out ``(B, N_to, N_from)`` so that the max and argmax
@@ -140,7 +140,7 @@ def _viterbi_batch(log_initial, log_transition, log_likelihoods, mask):
     return path.T
 
 
-def _time_major(log_likelihoods, mask):
+def time_major(log_likelihoods, mask):
     """``(B, T, N)``, ``(B, T)`` -> ``(T, N, B)``, ``(T, B)``."""
     return jnp.moveaxis(log_likelihoods, 0, -1), mask.T
 
@@ -189,36 +189,36 @@ def _fused(single, batched):
 
 def _with_mask(fn):
     def call(log_initial, log_transition, log_likelihoods, mask):
-        args = _prepare(log_initial, log_transition, log_likelihoods, mask)
+        args = prepare(log_initial, log_transition, log_likelihoods, mask)
         return fn(*args)
     return call
 
 
 def _forward_backward_batched(log_initial, log_transition, log_likelihoods, mask):
     initial, transition = jnp.exp(log_initial), jnp.exp(log_transition)
-    xs, m = _time_major(log_likelihoods, mask)
-    alphas, log_lik = _forward_scan(initial, transition, _emit_log_likelihoods, xs, m)
-    gamma, acc = _backward_scan(initial, transition, alphas, m, "each")
-    xi = _summed_xi(transition[:, :, None], acc)
+    xs, m = time_major(log_likelihoods, mask)
+    alphas, log_lik = forward_scan(initial, transition, emit_log_likelihoods, xs, m)
+    gamma, acc = backward_scan(initial, transition, alphas, m, "each")
+    xi = summed_xi(transition[:, :, None], acc)
     return HMMPosterior(jnp.moveaxis(gamma, 1, 0), jnp.moveaxis(xi, -1, 0), log_lik)
 
 
 def _fb_single(log_initial, log_transition, log_likelihoods, mask):
-    return _forward_backward(log_initial, log_transition, log_likelihoods, mask,
+    return forward_backward_pass(log_initial, log_transition, log_likelihoods, mask,
                              False)
 
 
 _fb_fused = _fused(_fb_single, _forward_backward_batched)
-_ff_fused = _fused(_forward_filter, _forward_filter_batch)
-_vit_fused = _fused(_viterbi, _viterbi_batch)
+_ff_fused = _fused(forward_filter_pass, forward_filter_batch)
+_vit_fused = _fused(viterbi_pass, _viterbi_batch)
 
 
 @functools.partial(jax.jit, static_argnames="per_time_xi")
 def _forward_backward_jit(log_initial, log_transition, log_likelihoods, mask,
                           per_time_xi):
-    args = _prepare(log_initial, log_transition, log_likelihoods, mask)
+    args = prepare(log_initial, log_transition, log_likelihoods, mask)
     if per_time_xi:
-        return _forward_backward(*args, True)
+        return forward_backward_pass(*args, True)
     return _fb_fused(*args)
 
 
@@ -230,7 +230,7 @@ def _is_concrete(*arrays) -> bool:
     return not any(isinstance(a, jax.core.Tracer) for a in arrays)
 
 
-def _validate(log_initial, log_transition, log_likelihoods, mask):
+def validate(log_initial, log_transition, log_likelihoods, mask):
     """Type and shape checks always; value checks only on concrete (untraced)
     inputs."""
     for name, arr in (("log_initial", log_initial), ("log_transition", log_transition),
@@ -326,7 +326,7 @@ def forward_filter(
         >>> float(f.log_likelihood)
         0.0
     """
-    _validate(log_initial, log_transition, log_likelihoods, mask)
+    validate(log_initial, log_transition, log_likelihoods, mask)
     return _forward_filter_jit(log_initial, log_transition, log_likelihoods, mask)
 
 
@@ -368,7 +368,7 @@ def forward_backward(
         >>> post.gamma.shape, post.xi.shape, round(float(post.xi.sum()), 5)
         ((2, 2), (2, 2), 1.0)
     """
-    _validate(log_initial, log_transition, log_likelihoods, mask)
+    validate(log_initial, log_transition, log_likelihoods, mask)
     return _forward_backward_jit(
         log_initial, log_transition, log_likelihoods, mask, per_time_xi=per_time_xi
     )
@@ -404,7 +404,7 @@ def viterbi(
         ...         jnp.log(jnp.array([[0.9, 0.1], [0.2, 0.8], [0.2, 0.8]]))).tolist()
         [0, 1, 1]
     """
-    _validate(log_initial, log_transition, log_likelihoods, mask)
+    validate(log_initial, log_transition, log_likelihoods, mask)
     return _viterbi_jit(log_initial, log_transition, log_likelihoods, mask)
 
 

@@ -38,17 +38,17 @@ from .._linalg import float_dtype as _float_dtype
 from .._typing import ArrayLike
 from .._validation import check_integer, check_key, check_nonnegative
 from .batch import (
-    _batch_smooth,
-    _time_major,
+    batch_smooth,
     pad_sequences,
+    time_major,
 )
 from .emissions import (
     CategoricalEmission,
     GaussianEmission,
 )
 from .inference import (
-    _summed_xi,
-    _validate,
+    summed_xi,
+    validate,
 )
 from .params import HMMParams
 
@@ -94,11 +94,11 @@ def _em_data(obs, n_symbols, covariance):
 def _sufficient_stats(params, obs, mask, data):
     """Expected counts of one E-step (Rabiner eqs. 40a-40c, 52-54), each one
     contraction over all steps of all sequences; and the total log likelihood."""
-    gamma, acc, log_lik, transition = _batch_smooth(params, obs, mask, "total")
+    gamma, acc, log_lik, transition = batch_smooth(params, obs, mask, "total")
     # gamma: (T_max, B, N), zero on padding.
     stats = {
         "initial": jnp.sum(gamma[0], axis=0),
-        "transition": _summed_xi(transition, acc),
+        "transition": summed_xi(transition, acc),
         "occupancy": jnp.sum(gamma, axis=(0, 1)),
     }
     if "onehot" in data:
@@ -224,7 +224,7 @@ def _fit(key, init, use_init, padded, lengths, n_iter, tol, pseudo_count,
     # Only shapes and structure are static: n_iter, the tolerances and whether a
     # start was given are traced, so they do not recompile.
     n_states = init.log_initial.shape[0]
-    obs, mask = _time_major(padded, lengths)
+    obs, mask = time_major(padded, lengths)
     data = _em_data(obs, n_symbols, covariance)
 
     def _one(k):
@@ -345,7 +345,7 @@ def fit_hmm(
         if not isinstance(init, HMMParams):
             raise TypeError(f"init must be an HMMParams or None, got "
                             f"{type(init).__name__}")
-        _validate(init.log_initial, init.log_transition, np.zeros((1, n_states)), None)
+        validate(init.log_initial, init.log_transition, np.zeros((1, n_states)), None)
         init = jax.tree.map(lambda a: jnp.asarray(a, dtype), init)
     else:
         dim = padded.shape[-1] if n_symbols is None else None

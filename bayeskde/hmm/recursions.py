@@ -54,7 +54,7 @@ class HMMFilter(NamedTuple):
     log_likelihood: Float[Array, ""]
 
 
-def _prepare(log_initial, log_transition, log_likelihoods, mask):
+def prepare(log_initial, log_transition, log_likelihoods, mask):
     dtype = float_dtype()
     log_initial = jnp.asarray(log_initial, dtype)
     log_transition = jnp.asarray(log_transition, dtype)
@@ -73,7 +73,7 @@ def _prepare(log_initial, log_transition, log_likelihoods, mask):
 # alone at a quarter of the old total time).
 
 
-def _emit_log_likelihoods(x, m, axis=0):
+def emit_log_likelihoods(x, m, axis=0):
     """``emit`` for given log likelihoods ``x`` ``(N, ...)`` (the state axis
     ``axis``): the scaled row ``exp(x - max_i x_i)`` and its shift, all-ones on
     masked steps.
@@ -114,7 +114,7 @@ def _normalise_step(pred, b, shift, m, axis):
     return alpha, jnp.where(m, log_c + shift, 0.0)
 
 
-def _forward_scan(initial, transition, emit, xs, mask):
+def forward_scan(initial, transition, emit, xs, mask):
     """Forward pass (Rabiner eqs. 19-20, normalised by c_t as in eq. 91).
 
     A masked step has an all-ones likelihood row, so its alpha is its prediction,
@@ -155,7 +155,7 @@ def _floor(dtype, num_states):
     return num_states * jnp.finfo(dtype).tiny
 
 
-def _backward_scan(initial, transition, alphas, mask, xi):
+def backward_scan(initial, transition, alphas, mask, xi):
     """Backward pass in smoother form, with the pairwise marginals on the way.
 
     ``gamma[t] = alpha[t] * (transition @ r[t + 1])``, renormalised, with
@@ -227,21 +227,22 @@ def _backward_scan(initial, transition, alphas, mask, xi):
     return out, (acc if xi is not None else None)
 
 
-def _summed_xi(transition, products):
+def summed_xi(transition, products):
     """``transition * sum_t alpha_t^T u_t``; exact zeros stay zero even where the
     sum of ``alpha * u`` (bounded by ``T / transition``) is huge."""
     return jnp.where(transition > 0, transition * products, 0.0)
 
 
-def _forward_backward(log_initial, log_transition, log_likelihoods, mask, per_time_xi):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
+def forward_backward_pass(log_initial, log_transition, log_likelihoods, mask,
+                          per_time_xi):
+    log_initial, log_transition, log_likelihoods, mask = prepare(
         log_initial, log_transition, log_likelihoods, mask
     )
     initial, transition = jnp.exp(log_initial), jnp.exp(log_transition)
-    alphas, log_lik = _forward_scan(
-        initial, transition, _emit_log_likelihoods, log_likelihoods, mask
+    alphas, log_lik = forward_scan(
+        initial, transition, emit_log_likelihoods, log_likelihoods, mask
     )
-    gamma, acc = _backward_scan(
+    gamma, acc = backward_scan(
         initial, transition, alphas, mask, "per_time" if per_time_xi else "each"
     )
     xi_t = None
@@ -249,29 +250,29 @@ def _forward_backward(log_initial, log_transition, log_likelihoods, mask, per_ti
         # acc holds r_next (zero where there is no transition), so the raw alphas
         # of masked steps drop out.
         xi_t = alphas[:-1, :, None] * transition[None] * acc[:-1, None, :]
-        xi = _summed_xi(transition, alphas.T @ acc)
+        xi = summed_xi(transition, alphas.T @ acc)
     else:
-        xi = _summed_xi(transition, acc)
+        xi = summed_xi(transition, acc)
     return HMMPosterior(gamma, xi, log_lik, xi_t)
 
 
-def _forward_filter(log_initial, log_transition, log_likelihoods, mask):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
+def forward_filter_pass(log_initial, log_transition, log_likelihoods, mask):
+    log_initial, log_transition, log_likelihoods, mask = prepare(
         log_initial, log_transition, log_likelihoods, mask
     )
-    alphas, log_likelihood = _forward_scan(
-        jnp.exp(log_initial), jnp.exp(log_transition), _emit_log_likelihoods,
+    alphas, log_likelihood = forward_scan(
+        jnp.exp(log_initial), jnp.exp(log_transition), emit_log_likelihoods,
         log_likelihoods, mask,
     )
     return HMMFilter(jnp.where(mask[:, None], alphas, 0.0), log_likelihood)
 
 
-def _forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
+def forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
     """The forward filter of a batch sharing its parameters, batch-major.
 
     ``log_likelihoods`` ``(B, T, N)``, ``mask`` ``(B, T)``; returns the filtered
     marginals ``(B, T, N)`` (zero on masked steps) and ``(B,)`` log
-    likelihoods, equal to :func:`_forward_filter` per sequence. The scan carries
+    likelihoods, equal to :func:`forward_filter_pass` per sequence. The scan carries
     ``(B, N)`` rows, states minor (for the filter alone this layout measured
     1.1-1.2x faster than the time-major ``(N, B)`` of the smoother, whose
     backward pass and pairwise sums want the states major).
@@ -298,7 +299,7 @@ def _forward_filter_batch(log_initial, log_transition, log_likelihoods, mask):
         def _step(carry, x):
             pred, log_lik = carry
             obs, m = x  # (B, N), (B,)
-            b, shift = _emit_log_likelihoods(obs, m, axis=1)
+            b, shift = emit_log_likelihoods(obs, m, axis=1)
             if guarded:
                 alpha, log_scale = _normalise_step(pred, b, shift, m, 1)
             else:
@@ -344,8 +345,8 @@ def pointer_dtype(num_states: int):
         jnp.int16 if num_states <= 32767 else jnp.int32)
 
 
-def _viterbi(log_initial, log_transition, log_likelihoods, mask):
-    log_initial, log_transition, log_likelihoods, mask = _prepare(
+def viterbi_pass(log_initial, log_transition, log_likelihoods, mask):
+    log_initial, log_transition, log_likelihoods, mask = prepare(
         log_initial, log_transition, log_likelihoods, mask
     )
     num_states = log_initial.shape[0]

@@ -30,14 +30,14 @@ from .._validation import (
 )
 from ..kernels.algebra import kernel_distances
 from ..kernels.hyper import (
-    _check_harmonic,
-    _check_sigmas,
-    _gaussian_log_gram,
-    _gaussian_log_norm,
-    _harmonic_gram,
-    _wishart_log_gram,
+    check_harmonic,
     check_pairs,
+    check_sigmas,
     check_wishart_params,
+    gaussian_log_gram,
+    gaussian_log_norm,
+    harmonic_gram,
+    wishart_log_gram,
 )
 from ..kernels.standard import (
     gamma_to_sigma,
@@ -49,7 +49,7 @@ from ..kernels.standard import (
 from .qp import (
     VARIANTS,
     HyperkernelQPResult,
-    _check_pm1,
+    check_pm1,
     pair_labels,
     solve_hyperkernel_qp,
 )
@@ -74,7 +74,7 @@ def _gaussian_terms(U, beta, sigma, sigma_h, normalize):
     dU = jnp.sum((U[:, 0] - U[:, 1]) ** 2, axis=1)
     w = beta * jnp.exp(-dU / (4.0 * sigma * sigma))
     if normalize:
-        w = w * jnp.exp(_gaussian_log_norm(U.shape[-1], sigma, sigma_h))
+        w = w * jnp.exp(gaussian_log_norm(U.shape[-1], sigma, sigma_h))
     return w, 0.5 * (U[:, 0] + U[:, 1])
 
 
@@ -96,10 +96,10 @@ def _gaussian_learned_gram(U, beta, A, B, params, normalize):
 
 def _log_hyper(kind, P, Q, params, normalize):
     if kind == "gaussian":
-        return _gaussian_log_gram(P, Q, params["sigma"], params["sigma_h"], normalize)
+        return gaussian_log_gram(P, Q, params["sigma"], params["sigma_h"], normalize)
     if kind == "wishart":
-        return _wishart_log_gram(P, Q, params["L"], params["r"], normalize)
-    return jnp.log(_harmonic_gram(P, Q, params["gamma_h"], params["lambda_h"]))
+        return wishart_log_gram(P, Q, params["L"], params["r"], normalize)
+    return jnp.log(harmonic_gram(P, Q, params["gamma_h"], params["lambda_h"]))
 
 
 @partial(jax.jit, static_argnames=("kind", "normalize"))
@@ -298,7 +298,7 @@ class HyperkernelLearner(BaseEstimator):
         if any(median(v) for v in (self.sigma, self.sigma_h, self.gamma_h)):
             width = gamma_to_sigma(median_gamma(X))
         if self.hyperkernel == "gaussian":
-            sigma, sigma_h = _check_sigmas(
+            sigma, sigma_h = check_sigmas(
                 width if median(self.sigma) else self.sigma,
                 width if median(self.sigma_h) else self.sigma_h)
             return {"sigma": sigma, "sigma_h": sigma_h}
@@ -309,7 +309,7 @@ class HyperkernelLearner(BaseEstimator):
             L, r = check_wishart_params(C, r, n_features)
             return {"L": L, "r": r}
         if self.hyperkernel == "harmonic":
-            gamma_h, lambda_h = _check_harmonic(
+            gamma_h, lambda_h = check_harmonic(
                 sigma_to_gamma(width) if median(self.gamma_h) else self.gamma_h,
                 self.lambda_h)
             return {"gamma_h": gamma_h, "lambda_h": lambda_h}
@@ -327,7 +327,7 @@ class HyperkernelLearner(BaseEstimator):
                 )
             Y = pair_labels(y)
         elif y.ndim == 2:
-            Y = _check_pm1(y, "pair labels y", (m, m)).astype(int)
+            Y = check_pm1(y, "pair labels y", (m, m)).astype(int)
         else:
             raise ValueError(
                 "y must be class labels of shape (m,) or pair labels of shape (m, m), "

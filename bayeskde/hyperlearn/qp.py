@@ -155,7 +155,7 @@ def solve_hyperkernel_qp(
     p = K.shape[0]
     if K.shape != (p, p):
         raise ValueError(f"K must be square, got shape {K.shape}")
-    y = _check_pm1(y, "y", (p,))
+    y = check_pm1(y, "y", (p,))
     w = np.ones(p) if weights is None else np.asarray(
         as_float_array(weights, "weights", ndim=1), dtype=np.float64)
     if w.shape != (p,):
@@ -200,7 +200,7 @@ def solve_hyperkernel_qp(
     )
 
 
-def _check_pm1(y, name, shape):
+def check_pm1(y, name, shape):
     arr = np.asarray(y)
     if arr.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")

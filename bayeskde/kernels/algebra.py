@@ -266,7 +266,7 @@ def kernel_distances(
 
 
 @jax.jit
-def _kernel_rbf_map(K, diag_a, diag_b, sigma):
+def rbf_map_of_distances(K, diag_a, diag_b, sigma):
     return jnp.exp(-kernel_distances(K, diag_a, diag_b) / (2.0 * sigma * sigma))
 
 
@@ -282,7 +282,7 @@ def kernel_rbf_map(
     mean-map kernel paper. The result is a kernel whenever ``k`` is one.
     """
     sigma = check_positive(sigma, "sigma")
-    return _kernel_rbf_map(K, diag_a, diag_b, sigma)
+    return rbf_map_of_distances(K, diag_a, diag_b, sigma)
 
 
 def median_heuristic(X=None, *, K=None, max_samples: int = 2000) -> float:

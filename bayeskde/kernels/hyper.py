@@ -74,7 +74,7 @@ def _pair_parts(P):
     return jnp.sum(diff * diff, axis=1), 0.5 * (P[:, 0, :] + P[:, 1, :])
 
 
-def _gaussian_log_norm(n, sigma, sigma_h):
+def gaussian_log_norm(n, sigma, sigma_h):
     """log of (4 pi sigma^2)^(-n) (2 pi (sigma^2 + sigma_h^2))^(-n/2)."""
     tau2 = sigma * sigma + sigma_h * sigma_h
     return -n * jnp.log(4.0 * jnp.pi * sigma * sigma) - 0.5 * n * jnp.log(
@@ -82,7 +82,7 @@ def _gaussian_log_norm(n, sigma, sigma_h):
     )
 
 
-def _gaussian_log_gram(P, Q, sigma, sigma_h, normalize):
+def gaussian_log_gram(P, Q, sigma, sigma_h, normalize):
     dP, mP = _pair_parts(P)
     dQ, mQ = _pair_parts(Q)
     tau2 = sigma * sigma + sigma_h * sigma_h
@@ -90,7 +90,7 @@ def _gaussian_log_gram(P, Q, sigma, sigma_h, normalize):
         mP, mQ
     ) / (2.0 * tau2)
     if normalize:
-        logK = logK + _gaussian_log_norm(P.shape[-1], sigma, sigma_h)
+        logK = logK + gaussian_log_norm(P.shape[-1], sigma, sigma_h)
     return logK
 
 
@@ -127,7 +127,7 @@ def _logdet3(a11, a22, a33, a12, a13, a23):
     )
 
 
-def _wishart_log_gram(P, Q, L, r, normalize):
+def wishart_log_gram(P, Q, L, r, normalize):
     uP, mP = _whiten_pairs(P, L)
     uQ, mQ = _whiten_pairs(Q, L)
     # G = V^T V with V = L^-1 [u_P, u_Q, m_P - m_Q]: the 3x3 Gram of the whitened
@@ -149,7 +149,7 @@ def _wishart_log_gram(P, Q, L, r, normalize):
     return logK
 
 
-def _harmonic_gram(P, Q, gamma_h, lambda_h):
+def harmonic_gram(P, Q, gamma_h, lambda_h):
     dP, _ = _pair_parts(P)
     dQ, _ = _pair_parts(Q)
     e = jnp.exp(-gamma_h * (dP[:, None] + dQ[None, :]))
@@ -158,15 +158,15 @@ def _harmonic_gram(P, Q, gamma_h, lambda_h):
 
 @partial(jax.jit, static_argnames="normalize")
 def _gaussian_gram_jit(P, Q, sigma, sigma_h, normalize):
-    return jnp.exp(_gaussian_log_gram(P, Q, sigma, sigma_h, normalize))
+    return jnp.exp(gaussian_log_gram(P, Q, sigma, sigma_h, normalize))
 
 
 @partial(jax.jit, static_argnames="normalize")
 def _wishart_gram_jit(P, Q, L, r, normalize):
-    return jnp.exp(_wishart_log_gram(P, Q, L, r, normalize))
+    return jnp.exp(wishart_log_gram(P, Q, L, r, normalize))
 
 
-_harmonic_gram_jit = jax.jit(_harmonic_gram)
+_harmonic_gram_jit = jax.jit(harmonic_gram)
 
 
 # ------------------------------------------------------------------------ validation
@@ -211,7 +211,7 @@ def _quadruple(x1, x1p, x2, x2p):
     return jnp.stack(xs[:2])[None], jnp.stack(xs[2:])[None]
 
 
-def _check_sigmas(sigma, sigma_h):
+def check_sigmas(sigma, sigma_h):
     sigma = check_positive(sigma, "sigma")
     # sigma_h = 0 is the exact limit h -> delta of eq. (7), used by the paper.
     sigma_h = check_nonnegative(sigma_h, "sigma_h")
@@ -306,7 +306,7 @@ def gaussian_hyperkernel_gram(
         >>> float(K[0, 0])
         1.0
     """
-    sigma, sigma_h = _check_sigmas(sigma, sigma_h)
+    sigma, sigma_h = check_sigmas(sigma, sigma_h)
     P, Q = _two_pair_sets(P, Q)
     return _gaussian_gram_jit(P, Q, sigma, sigma_h, normalize=bool(normalize))
 
@@ -332,7 +332,7 @@ def gaussian_hyperkernel(
         >>> bool(np.isclose(k, (4 * np.pi) ** -1 * (2 * np.pi) ** -0.5))
         True
     """
-    sigma, sigma_h = _check_sigmas(sigma, sigma_h)
+    sigma, sigma_h = check_sigmas(sigma, sigma_h)
     P, Q = _quadruple(x1, x1p, x2, x2p)
     return _gaussian_gram_jit(P, Q, sigma, sigma_h, normalize=bool(normalize))[0, 0]
 
@@ -426,7 +426,7 @@ def wishart_hyperkernel(
 # ------------------------------------------------------------------------- harmonic
 
 
-def _check_harmonic(gamma_h, lambda_h):
+def check_harmonic(gamma_h, lambda_h):
     gamma_h = check_positive(gamma_h, "gamma_h")
     lambda_h = check_positive(lambda_h, "lambda_h")
     if lambda_h >= 1.0:
@@ -465,7 +465,7 @@ def harmonic_hyperkernel_gram(
     Raises:
         ValueError: for pairs of the wrong shape or parameters out of range.
     """
-    gamma_h, lambda_h = _check_harmonic(gamma_h, lambda_h)
+    gamma_h, lambda_h = check_harmonic(gamma_h, lambda_h)
     P, Q = _two_pair_sets(P, Q)
     return _harmonic_gram_jit(P, Q, gamma_h, lambda_h)
 
@@ -486,7 +486,7 @@ def harmonic_hyperkernel(
         >>> float(harmonic_hyperkernel(x, x, x, x, 1.0, 0.5))
         1.0
     """
-    gamma_h, lambda_h = _check_harmonic(gamma_h, lambda_h)
+    gamma_h, lambda_h = check_harmonic(gamma_h, lambda_h)
     P, Q = _quadruple(x1, x1p, x2, x2p)
     return _harmonic_gram_jit(P, Q, gamma_h, lambda_h)[0, 0]
 

@@ -17,12 +17,12 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import as_float_array, warn_once
 from .transforms import (
     DEFAULT_GEGENBAUER_LAMBDA,
-    _as_array,
-    _check_lambdas,
-    _combine_jit,
-    _eigh_jit,
-    _psd_tolerance,
+    as_array,
+    check_lambdas,
+    combine_jit,
+    eigh_jit,
     fit_polynomial_transform,
+    psd_tolerance,
 )
 
 __all__ = ["PolynomialKernelTransform"]
@@ -112,7 +112,7 @@ class PolynomialKernelTransform(BaseEstimator):
         res = fit_polynomial_transform(
             K, G, self.degree_x, self.degree_y, self.basis, self.gegenbauer_lambda
         )
-        self.lambda_x_, self.lambda_y_ = _check_lambdas(self.gegenbauer_lambda)
+        self.lambda_x_, self.lambda_y_ = check_lambdas(self.gegenbauer_lambda)
         self.alpha_, self.beta_, self.C_, self.hsic_ = res
         self.n_train_ = K.shape[0]
         for side, base, coeffs, lam in (
@@ -128,10 +128,10 @@ class PolynomialKernelTransform(BaseEstimator):
         setattr(self, f"{side}_clipped_mass_", 0.0)
         if self.basis == "monomial" and bool(jnp.all(coeffs >= 0)):
             return  # Schur product theorem: PSD whenever the base kernel is.
-        evals, evecs = _eigh_jit(_combine_jit(base, coeffs, lam, basis=self.basis))
+        evals, evecs = eigh_jit(combine_jit(base, coeffs, lam, basis=self.basis))
         min_eig = float(evals[0])
         setattr(self, f"{side}_min_eigenvalue_", min_eig)
-        if min_eig >= -_psd_tolerance(evals):
+        if min_eig >= -psd_tolerance(evals):
             return
         if not self.project_psd:
             warn_once(
@@ -149,12 +149,12 @@ class PolynomialKernelTransform(BaseEstimator):
 
     def _transform(self, K, side, name):
         check_is_fitted(self, "alpha_")
-        K = _as_array(K, name, (1, 2))
+        K = as_array(K, name, (1, 2))
         coeffs, lam = (
             (self.alpha_, self.lambda_x_) if side == "input"
             else (self.beta_, self.lambda_y_)
         )
-        out = _combine_jit(K, coeffs, lam, basis=self.basis)
+        out = combine_jit(K, coeffs, lam, basis=self.basis)
         proj = getattr(self, f"{side}_projector_")
         if proj is None or K.ndim == 1:
             return out

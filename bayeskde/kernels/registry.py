@@ -49,7 +49,7 @@ from .._validation import (
     num_samples,
 )
 from . import standard as base
-from .algebra import _kernel_rbf_map
+from .algebra import rbf_map_of_distances
 
 __all__ = ["Kernel", "make_kernel", "KERNEL_NAMES"]
 
@@ -258,7 +258,7 @@ class Kernel:
             return K
         da = self._base_diag(A)
         db = da if B is None else self._base_diag(B)
-        return _kernel_rbf_map(K, da, db, sigma)
+        return rbf_map_of_distances(K, da, db, sigma)
 
     __call__ = gram
 

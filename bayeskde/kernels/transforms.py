@@ -100,7 +100,7 @@ def _is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _as_array(x, name, ndims):
+def as_array(x, name, ndims):
     """Float array with ndim in ``ndims``; value checks only on concrete input."""
     if _is_tracer(x):
         if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -114,7 +114,7 @@ def _as_array(x, name, ndims):
 
 
 def _as_gram(x, name):
-    x = _as_array(x, name, (2,))
+    x = as_array(x, name, (2,))
     if x.shape[0] != x.shape[1]:
         raise ValueError(f"{name} must be a square Gram matrix, got shape {x.shape}")
     if x.shape[0] < 2:
@@ -140,7 +140,7 @@ def _check_lambda(value, name="gegenbauer_lambda"):
     return value
 
 
-def _check_lambdas(value):
+def check_lambdas(value):
     """A scalar (both sides) or a pair ``(lambda_x, lambda_y)``."""
     if isinstance(value, tuple | list):
         if len(value) != 2:
@@ -227,7 +227,7 @@ _hsic_matrix = hsic_stacks
 
 
 _basis_jit = jax.jit(_basis_stack, static_argnames=("degree", "basis"))
-_combine_jit = jax.jit(_combine, static_argnames="basis")
+combine_jit = jax.jit(_combine, static_argnames="basis")
 _hsic_matrix_jit = jax.jit(_hsic_matrix)
 
 
@@ -256,10 +256,10 @@ def _psd_projection(K):
     return PSDProjection(gram=0.5 * (proj + proj.T), min_eigenvalue=evals[0])
 
 
-_eigh_jit = jax.jit(_symmetric_eigh)
+eigh_jit = jax.jit(_symmetric_eigh)
 
 
-def _psd_tolerance(evals):
+def psd_tolerance(evals):
     """Round-off level of an eigenvalue of a symmetric matrix with spectrum evals."""
     evals = np.asarray(evals)
     return 100.0 * np.finfo(evals.dtype).eps * max(float(np.abs(evals).max()), 1.0)
@@ -306,7 +306,7 @@ def polynomial_basis(
     degree = check_integer(degree, "degree", minimum=1)
     basis = _check_basis(basis)
     lam = _check_lambda(gegenbauer_lambda)
-    K = _as_array(K, "K", (1, 2))
+    K = as_array(K, "K", (1, 2))
     return _basis_jit(K, lam, degree=degree, basis=basis)
 
 
@@ -331,8 +331,8 @@ def hsic_matrix(
 
     Cost: O(d_x d_y m^2) time, O(d_x m^2) extra memory.
     """
-    K_stack = _as_array(K_stack, "K_stack", (3,))
-    G_stack = _as_array(G_stack, "G_stack", (3,))
+    K_stack = as_array(K_stack, "K_stack", (3,))
+    G_stack = as_array(G_stack, "G_stack", (3,))
     m = K_stack.shape[1]
     if K_stack.shape[1:] != (m, m) or G_stack.shape[1:] != (m, m):
         raise ValueError(
@@ -391,7 +391,7 @@ def fit_polynomial_transform(
     degree_x = check_integer(degree_x, "degree_x", minimum=1)
     degree_y = check_integer(degree_y, "degree_y", minimum=1)
     basis = _check_basis(basis)
-    lam_x, lam_y = _check_lambdas(gegenbauer_lambda)
+    lam_x, lam_y = check_lambdas(gegenbauer_lambda)
     K = _as_gram(K, "K")
     G = _as_gram(G, "G")
     if K.shape != G.shape:
@@ -438,9 +438,9 @@ def apply_transform(
     """
     basis = _check_basis(basis)
     lam = _check_lambda(gegenbauer_lambda)
-    K = _as_array(K, "K", (1, 2))
-    coeffs = _as_array(coeffs, "coeffs", (1,))
-    return _combine_jit(K, coeffs, lam, basis=basis)
+    K = as_array(K, "K", (1, 2))
+    coeffs = as_array(coeffs, "coeffs", (1,))
+    return combine_jit(K, coeffs, lam, basis=basis)
 
 
 def psd_projection(K: Float[ArrayLike, "m_1 m_2"]) -> PSDProjection:
@@ -466,7 +466,7 @@ def psd_projection(K: Float[ArrayLike, "m_1 m_2"]) -> PSDProjection:
         >>> float(proj.min_eigenvalue.round(5)), np.asarray(proj.gram).round(5).tolist()
         (-1.0, [[1.5, 1.5], [1.5, 1.5]])
     """
-    K = _as_array(K, "K", (2,))
+    K = as_array(K, "K", (2,))
     if K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be square, got shape {K.shape}")
     return _psd_projection(K)

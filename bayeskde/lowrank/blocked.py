@@ -145,7 +145,7 @@ def check_apply_args(kernel, params, X, centers, block_size):
     return spec, theta, X, _check_block(block_size)
 
 
-def _check_pair(X, Z):
+def check_pair(X, Z):
     X = as_float_array(X, "X", ndim=2)
     Z = X if Z is None else as_float_array(Z, "Z", ndim=2)
     if X.shape[1] != Z.shape[1]:
@@ -170,7 +170,7 @@ def blocked_gram(
     Cost: O(n_x n_z d) time, O(n_x n_z) memory for the result.
     """
     k = resolve_vector_kernel(kernel, params)
-    X, Z = _check_pair(X, Z)
+    X, Z = check_pair(X, Z)
     spec, theta = split_kernel(k)
     return _gram_jit(spec, theta, X, Z, _check_block(block_size))
 
@@ -208,7 +208,7 @@ def blocked_matmul(
         [1.0, 1.0, 1.0]
     """
     k = resolve_vector_kernel(kernel, params)
-    X, Z = _check_pair(X, Z)
+    X, Z = check_pair(X, Z)
     V = as_float_array(V, "V", ndim=2)
     if V.shape[0] != Z.shape[0]:
         raise ValueError(f"V must have {Z.shape[0]} rows (one per row of Z), got "
@@ -231,7 +231,7 @@ def blocked_rmatmul(
     Cost: O(n_x n_z (d + c)) time, O(block_size n_z + n_z c) memory.
     """
     k = resolve_vector_kernel(kernel, params)
-    X, Z = _check_pair(X, Z)
+    X, Z = check_pair(X, Z)
     U = as_float_array(U, "U", ndim=2)
     if U.shape[0] != X.shape[0]:
         raise ValueError(f"U must have {X.shape[0]} rows (one per row of X), got "

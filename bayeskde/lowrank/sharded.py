@@ -12,7 +12,7 @@ from .._linalg import pad_rows
 from .._typing import ArrayLike
 from .._validation import check_integer
 from ..distributed import sharded_batch_map
-from .blocked import _check_pair, gram_fn, resolve_vector_kernel, split_kernel
+from .blocked import check_pair, gram_fn, resolve_vector_kernel, split_kernel
 
 __all__ = ["sharded_gram"]
 
@@ -56,7 +56,7 @@ def sharded_gram(
     Cost: O(n_x n_z d / D) time per device, O(n_x n_z / D) memory per device.
     """
     k = resolve_vector_kernel(kernel, params)
-    X, Z = _check_pair(X, Z)
+    X, Z = check_pair(X, Z)
     bs = None if block_size is None else check_integer(block_size, "block_size")
     spec, theta = split_kernel(k)
     return sharded_batch_map(

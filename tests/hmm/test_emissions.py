@@ -12,7 +12,7 @@ from bayeskde.hmm import (
     emission_log_likelihoods,
     gaussian_log_likelihoods,
 )
-from bayeskde.hmm.emissions import _gaussian_log_density_fn
+from bayeskde.hmm.emissions import gaussian_log_density_fn
 from tests.helpers import X64
 
 RTOL = 1e-10 if X64 else 2e-5
@@ -71,7 +71,7 @@ def test_feature_major_scan_density_matches_scipy(rng, covariance, offset):
     else:
         dense = covs
     em = GaussianEmission(jnp.asarray(means, dtype), jnp.asarray(covs, dtype))
-    got = _gaussian_log_density_fn(em)(jnp.asarray(obs, dtype).T).T
+    got = gaussian_log_density_fn(em)(jnp.asarray(obs, dtype).T).T
     want = np.stack(
         [multivariate_normal(means[i], dense[i]).logpdf(obs) for i in range(n)], 1
     )

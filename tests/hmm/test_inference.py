@@ -19,9 +19,9 @@ from bayeskde.hmm import (
     viterbi,
 )
 from bayeskde.hmm.inference import (
-    _forward_backward,
-    _forward_filter,
-    _viterbi,
+    forward_backward_pass,
+    forward_filter_pass,
+    viterbi_pass,
 )
 from tests.helpers import X64, count_compilations
 
@@ -271,8 +271,8 @@ def test_vmapped_functions_equal_single_calls_with_masks(rng):
     @jax.jit
     def generic(a, b, c, m):  # the per-sequence functions, batched by JAX
         def one(c, m):
-            return (_forward_backward(a, b, c, m, False)[:3],
-                    _forward_filter(a, b, c, m), _viterbi(a, b, c, m))
+            return (forward_backward_pass(a, b, c, m, False)[:3],
+                    forward_filter_pass(a, b, c, m), viterbi_pass(a, b, c, m))
         return jax.vmap(one)(c, m)
 
     got, want = fused(*args), generic(*args)
@@ -354,7 +354,7 @@ def test_vmapped_filter_guards_underflow_and_impossible_steps(rng, zeros):
 
     @jax.jit
     def generic(a, b_, c, m):
-        return jax.vmap(lambda c, m: _forward_filter(a, b_, c, m))(c, m)
+        return jax.vmap(lambda c, m: forward_filter_pass(a, b_, c, m))(c, m)
 
     got, want = fused(*args), generic(*args)
     np.testing.assert_allclose(got.filtered, want.filtered, atol=ATOL, rtol=0)
