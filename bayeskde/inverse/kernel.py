@@ -27,6 +27,8 @@ relative rounding error eps lambda_max / lambda is below 10%.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +44,10 @@ __all__ = [
     "transform_gram",
     "grid_spectra",
     "pair_eigensystem",
+    "rbf_spectral_density",
+    "transform_spectral_density",
+    "hsgp_frequencies",
+    "hsgp_eigenfunctions",
 ]
 
 
@@ -124,3 +130,33 @@ def pair_eigensystem(Y, X, alpha, gamma):
     lam, U = np.linalg.eigh(K)
     ok = kept_eigenvalues(lam, K.shape[0])
     return lam[ok], U[:, ok], U[:, ok].T @ np.asarray(X, np.float64)
+
+
+def rbf_spectral_density(w, gamma):
+    """S_gamma(w) = sqrt(pi / gamma) exp(-w^2 / (4 gamma)), the 1-D Fourier
+    transform of exp(-gamma r^2) (Rasmussen and Williams 2006, eq. (4.21)
+    with l^2 = 1 / (2 gamma))."""
+    return np.sqrt(np.pi / gamma) * np.exp(-np.square(w) / (4.0 * gamma))
+
+
+def hsgp_frequencies(J: int, half: float) -> np.ndarray:
+    """The first J frequencies w_j = pi j / (2 L) of the Dirichlet Laplacian on
+    a box of half-width L."""
+    return np.pi * np.arange(1, J + 1) / (2.0 * half)
+
+
+def hsgp_eigenfunctions(
+    y: Float[Array, " n"], centre: float, half: float, J: int,
+) -> Float[Array, "n J"]:
+    """psi_j(y) = L^{-1/2} sin(pi j (y - c + L) / (2 L)), j = 1..J: the
+    Dirichlet Laplacian's eigenfunctions on [c - L, c + L] (Solin and Saerkkae
+    2020, eq. (56); ``numpyro.contrib.hsgp.laplacian.eigenfunctions``)."""
+    w = jnp.asarray(hsgp_frequencies(J, half), y.dtype)
+    return jnp.sin((y[:, None] - centre + half) * w[None]) / math.sqrt(half)
+
+
+def transform_spectral_density(alpha, gamma, w):
+    """sum_i alpha_i S_{i gamma}(w): the spectral density of phi(K) (the i-th
+    power of the RBF is the RBF at rate i gamma)."""
+    return sum(a * rbf_spectral_density(w, (i + 1) * gamma)
+               for i, a in enumerate(alpha) if a != 0.0)

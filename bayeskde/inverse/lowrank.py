@@ -76,15 +76,20 @@ from jaxtyping import Array, Float
 from ..distributed import sharded_sum
 from ..kernels import squared_distances
 from ..lowrank.features import select_centers
-from .kernel import kept_eigenvalues, rbf_powers
+from .kernel import (
+    hsgp_eigenfunctions,
+    hsgp_frequencies,
+    kept_eigenvalues,
+    rbf_powers,
+    rbf_spectral_density,
+    transform_spectral_density,
+)
 
 __all__ = [
     "FEATURES",
     "LowRankBasis",
     "default_features",
     "default_rank",
-    "rbf_spectral_density",
-    "hsgp_eigenfunctions",
     "lowrank_statistics",
     "lowrank_hsic",
     "lowrank_pair_spectra",
@@ -158,27 +163,6 @@ def default_rank(m: int, features: str) -> int:
     and the choice grows it where the data ask for more), or min(m, 256)
     Nystroem centres."""
     return 32 if features == "hsgp" else min(m, 256)
-
-
-def rbf_spectral_density(w, gamma):
-    """S_gamma(w) = sqrt(pi / gamma) exp(-w^2 / (4 gamma)), the 1-D Fourier
-    transform of exp(-gamma r^2) (Rasmussen and Williams 2006, eq. (4.21)
-    with l^2 = 1 / (2 gamma))."""
-    return np.sqrt(np.pi / gamma) * np.exp(-np.square(w) / (4.0 * gamma))
-
-
-def _frequencies(J, half):
-    return np.pi * np.arange(1, J + 1) / (2.0 * half)
-
-
-def hsgp_eigenfunctions(
-    y: Float[Array, " n"], centre: float, half: float, J: int,
-) -> Float[Array, "n J"]:
-    """psi_j(y) = L^{-1/2} sin(pi j (y - c + L) / (2 L)), j = 1..J: the
-    Dirichlet Laplacian's eigenfunctions on [c - L, c + L] (Solin and Saerkkae
-    2020, eq. (56); ``numpyro.contrib.hsgp.laplacian.eigenfunctions``)."""
-    w = jnp.asarray(_frequencies(J, half), y.dtype)
-    return jnp.sin((y[:, None] - centre + half) * w[None]) / math.sqrt(half)
 
 
 def _blocks(m):
@@ -306,17 +290,11 @@ def lowrank_statistics(
                         centres=Z, normalizer=W)
 
 
-def _density(alpha, gamma, w):
-    """sum_i alpha_i S_{i gamma}(w): the spectral density of phi(K)."""
-    return sum(a * rbf_spectral_density(w, (i + 1) * gamma)
-               for i, a in enumerate(alpha) if a != 0.0)
-
-
 def lowrank_hsic(basis: LowRankBasis, gammas: np.ndarray, D: int) -> np.ndarray:
     """``(n_gamma, D)`` HSIC(K^(i), X_c X_c^T) = ||F_i^T X_c||_F^2 / (m - 1)^2
     from the statistics (the features F_i of K^(i)). Cost O(n_gamma D R^2)."""
     if basis.kind == "hsgp":
-        w = _frequencies(basis.rank, basis.box_half)
+        w = hsgp_frequencies(basis.rank, basis.box_half)
         cx = np.sum(basis.cross**2, axis=1)
         C = np.array([[rbf_spectral_density(w, (i + 1) * g) @ cx
                        for i in range(D)] for g in gammas])
@@ -335,7 +313,8 @@ def _pair_system(basis, alpha, gammas, g, d):
     on the normalised features of the degrees used."""
     a = np.asarray(alpha[g, d], np.float64)
     if basis.kind == "hsgp":
-        s = _density(a, float(gammas[g]), _frequencies(basis.rank, basis.box_half))
+        s = transform_spectral_density(a, float(gammas[g]),
+                                       hsgp_frequencies(basis.rank, basis.box_half))
         idx = np.flatnonzero(s > SPECTRAL_FLOOR * s.max())
         sq = np.sqrt(s[idx])
         G = sq[:, None] * basis.gram[np.ix_(idx, idx)] * sq[None]
@@ -366,8 +345,8 @@ def _hsgp_tails(basis, alpha, gammas):
     not in it; more functions do not remove that.)"""
     g_max = float(np.max(gammas)) * alpha.shape[-1]
     j_max = int(np.ceil(math.sqrt(160.0 * g_max) * 2.0 * basis.box_half / np.pi))
-    w = _frequencies(max(j_max, basis.rank + 1), basis.box_half)
-    dens = np.array([[_density(alpha[g, d], float(gammas[g]), w)
+    w = hsgp_frequencies(max(j_max, basis.rank + 1), basis.box_half)
+    dens = np.array([[transform_spectral_density(alpha[g, d], float(gammas[g]), w)
                       for d in range(alpha.shape[1])] for g in range(len(gammas))])
     tail = np.cumsum(dens[..., ::-1], axis=-1)[..., ::-1]  # tail[J] = sum_{j>=J}
     tail = np.concatenate([tail, np.zeros((*tail.shape[:2], 1))], axis=-1)
