@@ -87,6 +87,21 @@ def _compiled(fn, mesh, axis_name, n_broadcast, n_args):
         fn, mesh=mesh, in_specs=specs, out_specs=P(axis_name), check_vma=False))
 
 
+def _batch_arrays(mesh, arrs):
+    """The mesh (default: every device; one axis) and the arrays' shared
+    leading batch length (>= 1), checked."""
+    mesh = device_mesh() if mesh is None else mesh
+    if len(mesh.axis_names) != 1:
+        raise ValueError(f"mesh must have one axis, got {mesh.axis_names}")
+    lengths = {a.shape[0] if a.ndim else None for a in arrs}
+    if len(lengths) != 1 or None in lengths or 0 in lengths:
+        raise ValueError(
+            "arrays must share a leading batch length >= 1, got shapes "
+            f"{[a.shape for a in arrs]}"
+        )
+    return mesh, arrs, lengths.pop()
+
+
 def sharded_batch_map(
     fn: Callable, *arrays: ArrayLike, mesh: Mesh | None = None, broadcast=()
 ):
@@ -119,17 +134,7 @@ def sharded_batch_map(
     """
     if not arrays:
         raise ValueError("sharded_batch_map needs at least one array")
-    mesh = device_mesh() if mesh is None else mesh
-    if len(mesh.axis_names) != 1:
-        raise ValueError(f"mesh must have one axis, got {mesh.axis_names}")
-    arrs = [jnp.asarray(a) for a in arrays]
-    lengths = {a.shape[0] if a.ndim else None for a in arrs}
-    if len(lengths) != 1 or None in lengths or 0 in lengths:
-        raise ValueError(
-            "arrays must share a leading batch length >= 1, got shapes "
-            f"{[a.shape for a in arrs]}"
-        )
-    n = lengths.pop()
+    mesh, arrs, n = _batch_arrays(mesh, [jnp.asarray(a) for a in arrays])
     d = mesh.size
     total = -(-n // d) * d
     axis = mesh.axis_names[0]
@@ -204,17 +209,7 @@ def sharded_sum(
     if not arrays:
         raise ValueError("sharded_sum needs at least one array")
     chunk_rows = check_integer(chunk_rows, "chunk_rows", minimum=1)
-    mesh = device_mesh() if mesh is None else mesh
-    if len(mesh.axis_names) != 1:
-        raise ValueError(f"mesh must have one axis, got {mesh.axis_names}")
-    arrs = [np.asarray(a) for a in arrays]
-    lengths = {a.shape[0] if a.ndim else None for a in arrs}
-    if len(lengths) != 1 or None in lengths or 0 in lengths:
-        raise ValueError(
-            "arrays must share a leading batch length >= 1, got shapes "
-            f"{[a.shape for a in arrs]}"
-        )
-    n = lengths.pop()
+    mesh, arrs, n = _batch_arrays(mesh, [np.asarray(a) for a in arrays])
     d = mesh.size
     b = min(chunk_rows, -(-n // d))
     step = b * d

@@ -122,14 +122,6 @@ def _grid(low, high, per):
     return pts, cell
 
 
-def _grid(low, high, per):
-    d = len(low)
-    cell = (high - low) / per
-    axes = [low[j] + (np.arange(per[j]) + 0.5) * cell[j] for j in range(d)]
-    pts = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, d)
-    return pts, cell
-
-
 def check_fit(fit, where: str):
     """Refuse anything but an :class:`~bayeskde.inverse.InverseGPFit` (a
     fitted estimator's ``fit_`` is one; the estimator itself is not)."""
