@@ -160,7 +160,8 @@ def test_readme_python_blocks_run_and_print_what_they_say(capsys):
         modes, masses = np.array(modes.split(), float), np.array(masses.split(), float)
         assert np.all(masses >= 0) and masses.sum() <= 1.02, quick_out
         g = grid + 0.3 * np.sin(2 * np.pi * grid) - float(x)
-        roots = grid[:-1][np.sign(g[:-1]) != np.sign(g[1:])]
+        above = g > 0
+        roots = grid[:-1][above[:-1] != above[1:]]
         assert len(roots) == {"0.1": 1, "0.5": 3}[x]
         found = modes[masses >= 0.1]
         assert len(found) == len(roots), quick_out
