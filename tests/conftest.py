@@ -91,10 +91,11 @@ def pytest_configure(config):
 
 #: The slowest test files (``--durations``), handed out first under pytest-xdist
 #: so that no worker is left with a long file while the other is idle.
-HEAVY_FIRST = ("test_readme.py", "models/test_kernel_hyper.py", "test_cli.py",
-               "tgp/test_scale.py", "models/test_hmm.py", "learn/test_kernel_hyper.py",
+HEAVY_FIRST = ("test_readme.py", "test_cli.py", "inverse/test_lowrank.py",
+               "tgp/test_scale.py", "models/test_hmm.py", "inverse/test_noise.py",
                "infer/test_diagnostics.py", "test_distributed.py",
-               "test_bench_scripts.py", "learn/test_quadrature.py")
+               "inverse/test_evaluators.py", "test_bench_scripts.py",
+               "inverse/test_quadrature.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

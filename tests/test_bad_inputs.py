@@ -51,8 +51,17 @@ ISSUE_25 = [
     ("inference data", "save_inference_data(None)"),
     ("inference data", "load_inference_data(text file)"),
     ("kde_gibbs_posterior", "prior NaN log_ridge_loc"),
-    ("fit_kernel_hyper", "prior NaN log_gamma_x_loc"),
     ("KDE.fit", "1-D X"), ("KNN.fit", "1-D X"), ("KernelPCA.fit", "1-D X"),
+]
+#: Issue 40's raw messages and silent results on the inverse model's entry
+#: points (an integer key, Y None, the estimator or None as the fit, a box
+#: prior of the wrong dimension, a constant Y, a predictive of other rows).
+ISSUE_40 = [
+    ("fit_inverse_gp", "key=1"), ("fit_inverse_gp", "Y=None"),
+    ("fit_inverse_gp", "constant Y"), ("inverse_gp_predictive", "fit=None"),
+    ("inverse_gp_predictive", "the estimator as fit"),
+    ("inverse_gp_predictive", "box prior of 2 dims for 1 output"),
+    ("inverse_gp_sample", "subdivide=1, predictive of 6 rows for 4"),
 ]
 
 
@@ -72,20 +81,20 @@ print(json.dumps(out))
 
 @functools.cache
 def _as_a_user_sees_them() -> dict:
-    """The ISSUE_25 cases in a child process without the suite's jaxtyping
+    """The ISSUE_25 and ISSUE_40 cases in a child process without the suite's jaxtyping
     hook (whose own TypeCheckError would answer first for annotated arguments):
     the messages a user reads. (entry|case) -> (outcome, message, names)."""
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, os.path.join(ROOT, "bench"),
-         json.dumps(ISSUE_25)], capture_output=True, text=True, timeout=600,
+         json.dumps(ISSUE_25 + ISSUE_40)], capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": ROOT})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("entry, label", ISSUE_25,
-                         ids=[f"{e}-{c}" for e, c in ISSUE_25])
-def test_issue_25_cases_name_the_argument(entry, label):
+@pytest.mark.parametrize("entry, label", ISSUE_25 + ISSUE_40,
+                         ids=[f"{e}-{c}" for e, c in ISSUE_25 + ISSUE_40])
+def test_issue_25_and_40_cases_name_the_argument(entry, label):
     outcome, message, names = _as_a_user_sees_them()[f"{entry}|{label}"]
     assert outcome == "clear", message
     assert message.startswith(("ValueError", "TypeError")), message

@@ -32,9 +32,11 @@ from bayeskde.distributed import (
     sharded_sum,
 )
 from bayeskde.hmm import forward_backward, sharded_hmm_posteriors
+from bayeskde.inverse.kernel import hsgp_eigenfunctions
+from bayeskde.inverse.lowrank import lowrank_statistics
 from bayeskde.lowrank import falkon, krr_predict, sharded_gram
-from bayeskde.models.inverse_gp_lowrank import hsgp_eigenfunctions, lowrank_statistics
-from tests.conftest import ROOT, X64
+from tests.conftest import ROOT
+from tests.helpers import X64
 
 TOL = 1e-12 if X64 else 1e-5
 

@@ -121,11 +121,10 @@ _INVERSE_CHECKS = (
 def test_inverse_gp_regressor_checks(check_name):
     from sklearn.utils import estimator_checks
 
-    from bayeskde.learn import InverseGPRegressor
-    from bayeskde.models import InverseGPPrior
+    from bayeskde.inverse import InverseGPPrior, InverseGPRegressor
 
     est = InverseGPRegressor(InverseGPPrior(max_degree=1, n_gamma=4),
-                             num_samples=20, num_chains=1, n_draws=3, n_grid=64)
+                             num_samples=20, num_chains=1, num_draws=3, n_grid=64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         if check_name == "check_regressor_data_not_an_array":
@@ -144,7 +143,7 @@ def test_inverse_gp_regressor_checks(check_name):
 
 
 def test_inverse_gp_regressor_declares_its_poor_score():
-    from bayeskde.learn import InverseGPRegressor
+    from bayeskde import InverseGPRegressor
 
     reason = sklearn_expected_failed_checks(InverseGPRegressor())
     assert set(reason) == {"check_regressors_train"}

@@ -9,34 +9,32 @@ posterior over (rate, degree) and its predictive with the exact ones on the
 S-shape at m = 400 (issue 26's targets: TV 0.05, CRPS and top-mode error 2%).
 """
 
-import ast
-import inspect
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import bayeskde.models.inverse_gp_lowrank as lowrank_module
+import bayeskde.inverse.data as data_module
+import bayeskde.inverse.kernel as kernel_module
+import bayeskde.inverse.lowrank as lowrank_module
+import bayeskde.inverse.mixture as mixture_module
 from bayeskde.datasets import make_arm_pose, make_sshape
-from bayeskde.learn import (
-    InverseGPRegressor,
+from bayeskde.inverse import (
+    InverseGPPrior,
     fit_inverse_gp,
     inverse_gp_predictive,
     inverse_gp_sample,
+    pair_log_evidence,
+    prepare_inverse_gp_data,
 )
-from bayeskde.learn.inverse_rank import MAX_AUTO_RANK, RANK_TOL
-from bayeskde.learn.quadrature import pair_modes
+from bayeskde.inverse.kernel import hsgp_eigenfunctions
+from bayeskde.inverse.lowrank import NYSTROEM_FLOOR, default_rank, hsgp_tail_indicator
+from bayeskde.inverse.quadrature import pair_modes
+from bayeskde.inverse.rank import MAX_AUTO_RANK, RANK_TOL
 from bayeskde.metrics import crps_discrete
-from bayeskde.models import InverseGPPrior, pair_log_evidence, prepare_inverse_gp_data
-from bayeskde.models.inverse_gp import EXACT_MAX_M, resolve_approx
-from bayeskde.models.inverse_gp_lowrank import (
-    default_rank,
-    hsgp_eigenfunctions,
-    hsgp_tail_indicator,
-)
-from tests.helpers import X64
+from tests.helpers import ATOL, EPS, assert_close
 
+KEY = jax.random.key(0)
 PRIOR = InverseGPPrior(n_gamma=8)
 M = 400
 
@@ -60,7 +58,7 @@ def fits(sshape):
     exact = fit_inverse_gp(jax.random.key(1), d.x_train, d.t_train, PRIOR,
                            approx="auto", posterior_predictive=False, **kw)
     low = fit_inverse_gp(jax.random.key(1), d.x_train, d.t_train, PRIOR,
-                         approx="lowrank", n_replicates=4, **kw)
+                         approx="lowrank", num_replicates=4, **kw)
     return exact, low
 
 
@@ -70,14 +68,7 @@ def test_hsgp_eigenfunctions_are_numpyros():
     y = jnp.linspace(-0.3, 1.2, 7)
     with jax.numpy_rank_promotion("allow"):
         ref = eigenfunctions(y[:, None] - 0.5, 2.0, 9)
-    np.testing.assert_allclose(np.asarray(hsgp_eigenfunctions(y, 0.5, 2.0, 9)),
-                               np.asarray(ref), rtol=0, atol=1e-12 if X64 else 1e-5)
-
-
-def test_the_lowrank_module_does_not_import_the_exact_one():
-    tree = ast.parse(inspect.getsource(lowrank_module))
-    names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "inverse_gp" not in names and "inverse_gp_predictive" not in names
+    assert_close(hsgp_eigenfunctions(y, 0.5, 2.0, 9), ref, rtol=0)
 
 
 @pytest.mark.parametrize("task", ["sshape", "arm"])
@@ -89,17 +80,23 @@ def test_nystroem_at_full_rank_is_the_exact_evidence(task):
         a = make_arm_pose(jax.random.key(0), 40, 3)
         Y, X = a.theta_train, a.x_train
     prior = InverseGPPrior(n_gamma=3)
-    ex = prepare_inverse_gp_data(Y, X, prior, approx="exact")
-    lr = prepare_inverse_gp_data(Y, X, prior, approx="lowrank", rank=len(Y),
+    ex = prepare_inverse_gp_data(KEY, X, Y, prior, approx="exact")
+    lr = prepare_inverse_gp_data(KEY, X, Y, prior, approx="lowrank", rank=len(Y),
                                  features="nystroem")
     assert lr.lowrank.kind == "nystroem" and lr.lowrank.rank == len(Y)
-    np.testing.assert_allclose(np.asarray(lr.alpha), np.asarray(ex.alpha),
-                               atol=1e-9 if X64 else 1e-6)
+    # both computed in float64 (the Nystroem map's floor NYSTROEM_FLOOR of the
+    # largest eigenvalue), stored in the working dtype
+    assert_close(lr.alpha, ex.alpha, rtol=0, atol=ATOL + 1e3 * NYSTROEM_FLOOR)
+    m, d_x = np.shape(X)[0], np.shape(X.reshape(len(Y), -1))[1]
     for a, s in ((0.1, 0.0025), (1.0, 0.1)):
         e0, e1 = _ev(ex, a, s), _ev(lr, a, s)
-        # float64: the centres' floor (1e-10 of the largest eigenvalue) bounds
-        # the difference; float32: the evidence's own rounding (|E| ~ 1e2-1e3).
-        np.testing.assert_allclose(e1, e0, rtol=0, atol=1e-6 if X64 else 2e-2)
+        # the centres' floor moves each of the m eigenvalues by
+        # NYSTROEM_FLOOR lambda_max, each term of (E) by that over s^2; and
+        # (E)'s sum of N = m d_x + 2m terms rounds in the working precision
+        lam_max = float(np.max(np.asarray(ex.lam, float)))
+        floor = m * d_x * a * NYSTROEM_FLOOR * lam_max / s
+        rounding = (m * d_x + 2 * m) * EPS * np.abs(e0)
+        assert np.all(np.abs(e1 - e0) <= 2 * (floor + rounding))
 
 
 def test_hsgp_evidence_converges_to_the_exact_one(sshape, fits):
@@ -109,8 +106,8 @@ def test_hsgp_evidence_converges_to_the_exact_one(sshape, fits):
     e0 = _ev(ex, a, s)
     errs = []
     for r in (32, 128):
-        lr = prepare_inverse_gp_data(d.t_train, d.x_train, PRIOR, approx="lowrank",
-                                     rank=r, features="hsgp")
+        lr = prepare_inverse_gp_data(KEY, d.x_train, d.t_train, PRIOR,
+                                     approx="lowrank", rank=r, features="hsgp")
         errs.append(np.abs(_ev(lr, a, s) - e0)[heavy].max())
     assert errs[1] < errs[0]
     assert errs[1] < 0.05, errs
@@ -136,8 +133,7 @@ def test_fit_reports_the_approximation(fits):
     ratio = np.where(w / w.sum() >= 1e-3, np.exp(u - v), 0.0)
     ind = hsgp_tail_indicator(low.data.lowrank, np.asarray(low.data.alpha, float),
                               np.asarray(low.data.gammas, float), ratio, 1)
-    np.testing.assert_allclose(ind[rep.rank], rep.error_bound[-1], rtol=1e-6,
-                               atol=1e-300)
+    assert_close(ind[rep.rank], rep.error_bound[-1])
     assert np.all(np.diff(ind) <= 0)
     assert 0.999 < rep.captured <= 1.0
     assert 0 < rep.n_kept <= rep.rank
@@ -157,7 +153,7 @@ def test_predictive_scores_within_two_percent_of_the_exact(sshape, fits):
     xt = t + 0.3 * np.sin(2 * np.pi * t)
     scores = []
     for fit in fits:
-        pr = inverse_gp_predictive(fit, xt, n_draws=20, n_grid=256,
+        pr = inverse_gp_predictive(fit, xt, num_draws=20, n_grid=256,
                                    noisy_inputs=False, refine=False)
         crps = float(np.mean(crps_discrete(pr.support[:, 0], np.exp(pr.log_probs),
                                            t)))
@@ -176,7 +172,7 @@ def test_svi_on_the_lowrank_evidence_agrees_with_the_quadrature(sshape, fits):
     assert fit.approx == "lowrank" and fit.rank.chosen_by == "user"
     assert fit.report.guide == "lowrank" and fit.report.num_steps == 2000
     assert fit.report.warnings == ()  # the loss settled
-    np.testing.assert_allclose(fit.pair_posterior.sum(), 1.0, rtol=1e-5)
+    assert_close(fit.pair_posterior.sum(), 1.0)
     # one mode of (a^2, s^2) on the S-shape, so a Gaussian guide serves: the
     # pairs' posterior within TV 0.1 of the quadrature's (measured 0.038)
     tv = 0.5 * np.abs(fit.pair_posterior - fits[0].pair_posterior).sum()
@@ -185,64 +181,68 @@ def test_svi_on_the_lowrank_evidence_agrees_with_the_quadrature(sshape, fits):
 
 def test_sample_accepts_a_lowrank_fit(fits):
     draws = inverse_gp_sample(jax.random.key(2), fits[1], np.array([0.2, 0.5]),
-                              50, n_draws=10, n_grid=128)
+                              50, num_draws=10, n_grid=128)
     assert draws.shape == (2, 50, 1) and np.all(np.isfinite(draws))
 
 
-def test_lowrank_never_forms_an_m_by_m_matrix():
-    # 2e4 points: an m x m float64 matrix would be 3.2 GB.
-    m = 20_000
+class MByM(Exception):
+    """An m x m matrix was requested."""
+
+
+@pytest.fixture
+def no_m_by_m(monkeypatch):
+    """Make every way the inverse model builds a Gram or eigendecomposes a
+    matrix (the kernels' squared_distances as each inverse module imported
+    it, jnp.linalg.eigh and np.linalg.eigh) raise MByM on a request with
+    ``m`` rows on both sides; returns the setter of m."""
+    state = {"m": None}
+
+    def big(*shapes):
+        m = state["m"]
+        return m is not None and all(s >= m for s in shapes)
+
+    def guard_d2(orig):
+        def d2(A, B, *a, **k):
+            if big(np.shape(A)[0], np.shape(B)[0]):
+                raise MByM(f"squared_distances {np.shape(A)} x {np.shape(B)}")
+            return orig(A, B, *a, **k)
+        return d2
+
+    for module in (data_module, kernel_module, lowrank_module, mixture_module):
+        monkeypatch.setattr(module, "squared_distances",
+                            guard_d2(module.squared_distances))
+
+    def guard_eigh(orig):
+        def eigh(a, *args, **kw):
+            if big(*np.shape(a)[-2:]):
+                raise MByM(f"eigh of {np.shape(a)}")
+            return orig(a, *args, **kw)
+        return eigh
+
+    monkeypatch.setattr(jnp.linalg, "eigh", guard_eigh(jnp.linalg.eigh))
+    monkeypatch.setattr(np.linalg, "eigh", guard_eigh(np.linalg.eigh))
+    return lambda m: state.update(m=m)
+
+
+def test_lowrank_never_forms_an_m_by_m_matrix(no_m_by_m):
+    """The low-rank fit, its replicates, its pointwise LOO and its predictive
+    at m = 5,000 (above the median heuristic's 2,000-row subsample) never ask
+    for an m x m Gram or eigendecomposition; the exact path asks at once (the
+    guard has teeth)."""
+    m = 5000
     rng = np.random.default_rng(0)
     t = rng.uniform(size=m)
     x = t + 0.3 * np.sin(2 * np.pi * t) + 0.05 * rng.normal(size=m)
-    data = prepare_inverse_gp_data(t, x, InverseGPPrior(n_gamma=3), approx="auto")
-    assert data.lowrank is not None and data.lowrank.kind == "hsgp"
-    assert np.all(np.isfinite(_ev(data, 0.1, 0.0025)))
-
-
-def test_auto_crossover():
-    for d_y, kind in ((1, "hsgp"), (3, "nystroem")):
-        assert resolve_approx("auto", EXACT_MAX_M[kind], d_y=d_y) == "exact"
-        assert resolve_approx("auto", EXACT_MAX_M[kind] + 1, d_y=d_y) == "lowrank"
-    assert resolve_approx("auto", 10, rank=5) == "lowrank"
-    assert resolve_approx("exact", 10**6) == "exact"
-
-
-def test_bad_arguments(sshape):
-    d = sshape
-    Y, X = d.t_train[:50], d.x_train[:50]
-    with pytest.raises(ValueError, match="approx"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx="foo")
-    with pytest.raises(ValueError, match="approx"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx=None)
-    for bad in (0, -3):
-        with pytest.raises(ValueError, match="rank"):
-            prepare_inverse_gp_data(Y, X, PRIOR, approx="lowrank", rank=bad)
-    with pytest.raises(ValueError, match="rank"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx="lowrank", rank=51,
-                                features="nystroem")
-    with pytest.raises(TypeError, match="rank"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx="lowrank", rank=2.5)
-    with pytest.raises(ValueError, match="rank"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx="exact", rank=10)
-    with pytest.raises(ValueError, match="features"):
-        prepare_inverse_gp_data(Y, X, PRIOR, approx="lowrank", features="rff")
-    a = make_arm_pose(jax.random.key(0), 20, 2)
-    with pytest.raises(ValueError, match="hsgp"):
-        prepare_inverse_gp_data(a.theta_train, a.x_train, PRIOR, approx="lowrank",
-                                features="hsgp")
-    with pytest.raises(ValueError, match="NaN|finite"):
-        prepare_inverse_gp_data(np.where(np.arange(50) == 3, np.nan, Y), X, PRIOR,
-                                approx="lowrank")
-    with pytest.raises(ValueError, match="approx"):
-        fit_inverse_gp(jax.random.key(0), X, Y, PRIOR, approx="foo")
-    with pytest.raises(ValueError, match="method"):
-        fit_inverse_gp(jax.random.key(0), X, Y, PRIOR, method="vi")
-    with pytest.raises(ValueError, match="rank"):
-        fit_inverse_gp(jax.random.key(0), X, Y, PRIOR, approx="lowrank", rank=0)
-    with pytest.raises(ValueError, match="approx"):
-        InverseGPRegressor(PRIOR, approx="foo").fit(X[:, None], Y[:, None])
-    with pytest.raises(ValueError, match="rank"):
-        InverseGPRegressor(PRIOR, rank=-1).fit(X[:, None], Y[:, None])
-    est = InverseGPRegressor(PRIOR, approx="lowrank", rank=7)
-    assert est.get_params()["approx"] == "lowrank" and est.get_params()["rank"] == 7
+    prior = InverseGPPrior(n_gamma=3)
+    no_m_by_m(m)
+    with pytest.raises(MByM):
+        prepare_inverse_gp_data(KEY, x, t, prior, approx="exact")
+    fit = fit_inverse_gp(KEY, x, t, prior, method="quadrature", num_samples=20,
+                         num_chains=1, progress_bar=False, num_replicates=2,
+                         log_likelihood=True)
+    assert fit.approx == "lowrank" and fit.data.lowrank.kind == "hsgp"
+    assert fit.idata.log_likelihood["x"].shape == (1, 20, m)
+    assert np.all(np.isfinite(fit.idata.log_likelihood["x"]))
+    assert np.all(np.isfinite(_ev(fit.data, 0.1, 0.0025)))
+    pr = inverse_gp_predictive(fit, np.array([0.2, 0.5]), num_draws=5, n_grid=64)
+    assert np.all(np.isfinite(pr.log_probs))

@@ -9,9 +9,15 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-import bayeskde.learn
 from bayeskde.datasets import make_arm_pose, make_sshape
-from bayeskde.tgp import TwinGP, batch_energy_many, tgp_energy_batch, tgp_modes
+from bayeskde.tgp import (
+    TwinGP,
+    batch_energy_many,
+    point_energy,
+    tgp_energy_batch,
+    tgp_grid_log_probs,
+    tgp_modes,
+)
 from tests.helpers import X64, count_compilations
 
 GX, GY, RIDGE, TAU = 20.0, 20.0, 1e-2, 0.05
@@ -90,12 +96,10 @@ def test_method_is_the_function(sshape):
     """Given tau and with tau calibrated (both calls split with key(0))."""
     for tau in (TAU, None):
         got = sshape.predict_modes(X_TEST, 3, temperature=tau, n_grid=200)
-        ref = bayeskde.learn.tgp_modes(sshape, X_TEST, 3, temperature=tau,
-                                       n_grid=200)
+        ref = tgp_modes(sshape, X_TEST, 3, temperature=tau, n_grid=200)
         assert got.temperature == ref.temperature
         np.testing.assert_array_equal(got.modes, ref.modes)
         np.testing.assert_array_equal(got.masses, ref.masses)
-    assert bayeskde.learn.tgp_modes is tgp_modes
 
 
 def test_method_is_the_function_on_the_laplace_path():
@@ -245,3 +249,78 @@ def test_core_reaches_neither_models_nor_learn():
     assert "bayeskde.tgp.modes" in seen and "bayeskde._validation" in seen
     assert not sorted(m for m in seen if m.startswith(
         ("bayeskde.learn", "bayeskde.models")))
+
+
+# --- the function tgp_modes on a 150-pair S-shape and a five-joint arm ------
+
+@pytest.fixture(scope="module")
+def sshape_tgp():
+    d = make_sshape(jax.random.key(0), 150)
+    return TwinGP("kl", gamma_x=0.2, gamma_y=20.0, ridge=1e-4).fit(
+        d.x_train[:, None], d.t_train[:, None])
+
+
+def test_tgp_grid_modes_carry_the_grid_predictive_mass(sshape_tgp):
+    """Masses: the tempered predictive on the same grid (the public
+    tgp_grid_log_probs), summed over the grid points nearest each mode."""
+    x = np.array([0.45, 0.25, 0.7])
+    res = tgp_modes(sshape_tgp, x, 3, temperature=0.2, n_grid=300, margin=0.1)
+    Y = np.asarray(sshape_tgp.model_.Y, float)
+    lo, hi = Y.min() - 0.1 * np.ptp(Y), Y.max() + 0.1 * np.ptp(Y)
+    grid = lo + (np.arange(300) + 0.5) * (hi - lo) / 300
+    p = np.exp(tgp_grid_log_probs(sshape_tgp, x, grid, 0.2))
+    for i in range(len(x)):
+        near = np.argmin(np.abs(grid[:, None] - res.modes[i, :, 0][None]), axis=1)
+        ref = [p[i, near == j].sum() for j in range(3)]
+        distinct = res.masses[i] > 0
+        np.testing.assert_allclose(res.masses[i, distinct],
+                                   np.asarray(ref)[distinct], rtol=1e-6, atol=1e-9)
+    assert np.all(np.diff(res.masses, axis=1) <= 0)
+
+
+@pytest.fixture(scope="module")
+def arm_tgp():
+    a = make_arm_pose(jax.random.key(1), 120, 5)
+    return a, TwinGP("kl", gamma_x=0.5, gamma_y=0.3, ridge=1e-3).fit(
+        a.x_train, a.theta_train)
+
+
+def test_tgp_laplace_modes_are_minima_with_laplace_masses(arm_tgp):
+    a, tgp = arm_tgp
+    tau = 0.05
+    res = tgp_modes(tgp, a.x_test, 2, temperature=tau, n_starts=6)
+    batch = tgp_energy_batch(tgp, jnp.asarray(a.x_test))
+    dt = batch.outputs.dtype
+    def E(y, a_i, b_i):
+        return point_energy(jnp.asarray(y, dt), (a_i, b_i), batch)
+
+    val, grad, hess = jax.jit(E), jax.jit(jax.grad(E)), jax.jit(jax.hessian(E))
+    for i in range(len(a.x_test)):
+        logw = []
+        for j in range(2):
+            y, st = res.modes[i, j], (batch.a[i], batch.b[i])
+            g, H = np.asarray(grad(y, *st)), np.asarray(hess(y, *st))
+            assert np.all(np.linalg.eigvalsh(H) > 0)  # a minimum
+            # stationary to BFGS's tolerance: the Newton step is tiny
+            assert np.max(np.abs(np.linalg.solve(H, g))) < (1e-5 if X64 else 1e-2)
+            logw.append(-float(val(y, *st)) / tau
+                        - 0.5 * np.linalg.slogdet(H / tau)[1])
+        if res.masses[i, 1] > 1e-6:  # two distinct minima: the Laplace ratio
+            np.testing.assert_allclose(np.log(res.masses[i, 0] / res.masses[i, 1]),
+                                       logw[0] - logw[1], atol=1e-6 if X64 else 0.05)
+    assert np.all(res.masses.sum(1) <= 1 + 1e-9)
+    assert np.all(np.diff(res.masses, axis=1) <= 0)
+
+
+def test_tgp_modes_bad_input(arm_tgp, sshape_tgp):
+    a, tgp = arm_tgp
+    with pytest.raises(ValueError, match="k"):
+        tgp_modes(tgp, a.x_test, 0, temperature=0.1)
+    with pytest.raises(ValueError, match="temperature"):
+        tgp_modes(tgp, a.x_test, 2, temperature=-1.0)
+    local = TwinGP("kl", gamma_x=0.5, gamma_y=0.3, n_neighbors=20).fit(
+        a.x_train, a.theta_train)
+    with pytest.raises(ValueError, match="global"):
+        tgp_modes(local, a.x_test, 2, temperature=0.1)
+    with pytest.raises(ValueError):
+        tgp_modes(sshape_tgp, np.array([np.nan]), 2, temperature=0.1)
