@@ -307,7 +307,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         key = check_key(self.key, "key", allow_none=True)
         return jax.random.key(0) if key is None else key
 
-    def _candidates(self, d, key, n=None, t_max=None):
+    def _candidates(self, d, key, n=None, t_max=None, ragged=False):
         auto_w = self.derivative == "auto"
         ml, out = self.max_length, []
         for fam in self._families(n, t_max):
@@ -316,6 +316,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             if fam == "window":
                 w = None if auto_w else float(self.derivative)
                 reps = ("raw",) if w == 0 else ("raw", "diff")
+                if ragged:
+                    reps += ("padded",)
                 for rep in reps:
                     key, sub = jax.random.split(key)
                     out.append(dict(family=fam, representation=rep,
@@ -394,7 +396,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         Y = _one_hot(y_idx, len(self.classes_))
         comps, scores = [], []
         t_max = max(len(s) for s in seqs)
-        for spec in self._candidates(self.n_channels_, key, len(seqs), t_max):
+        ragged = min(len(s) for s in seqs) < t_max
+        for spec in self._candidates(self.n_channels_, key, len(seqs), t_max, ragged):
             both = spec.pop("both", None)
             comp = make_component(**spec)
             # the Bayesian HMM's stacking weights its modes by the labels

@@ -121,7 +121,8 @@ def dtw_distances(A, B=None, *, lengths_a=None, lengths_b=None,
     dtype = float_dtype()
     XAj, XBj = jnp.asarray(XA, dtype), jnp.asarray(XB, dtype)
     laj, lbj = jnp.asarray(la), jnp.asarray(lb)
-    bs = min(block_size, len(ia))
+    # a power of two below block_size: few compiled shapes for any number of pairs
+    bs = min(block_size, 1 << (len(ia) - 1).bit_length())
     vals = np.empty(len(ia))
     for start in range(0, len(ia), bs):
         a = ia[start:start + bs]

@@ -359,15 +359,23 @@ class _Window:
         self.representation, self.n_features, self.key = (representation, n_features,
                                                           key)
 
-    def _embed(self, sequences):
+    def _series(self, sequences):
         if self.representation == "diff":
-            sequences = _differences(sequences)
-        X, lengths = pad_series(sequences)
+            return _differences(sequences)
+        if self.representation == "padded":
+            # zero-padded (or cut) to the training set's longest length, as
+            # MiniRocket reads a ragged set: the length becomes part of the shape
+            T = _t_ref(self, sequences)
+            return [np.concatenate([s[:T], np.zeros((max(T - len(s), 0),
+                                                     s.shape[1]))]) for s in sequences]
+        return sequences
+
+    def _embed(self, sequences):
+        X, lengths = pad_series(self._series(sequences))
         return np.asarray(window_mean_embedding(X, lengths, self.map_), np.float64)
 
     def fit(self, sequences):
-        seqs = _differences(sequences) if self.representation == "diff" else sequences
-        X, lengths = pad_series(seqs)
+        X, lengths = pad_series(self._series(sequences))
         self.map_ = fit_window_map(self.key, X, lengths, n_features=self.n_features)
         F = np.asarray(window_mean_embedding(X, lengths, self.map_), np.float64)
         self.mean_, self.scale_ = F.mean(axis=0), F.std(axis=0)

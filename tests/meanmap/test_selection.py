@@ -160,8 +160,11 @@ def test_nested_choice_of_pool(rng):
     assert clf.procedure_ == max(order, key=lambda p: (s[p], -order.index(p)))
     if clf.procedure_ == "window":
         assert {c["family"] for c in clf.selected_} == {"window"}
-    loo = SequenceKernelClassifier(kernels=("window", "signature", "dtw"),
-                                   window_features=300, max_length=20,
+    # ragged training series: the window family also reads them zero-padded
+    reps = {e.get("representation") for e in SequenceKernelClassifier(
+        kernels=("window",), window_features=300).fit(X, y).scores_}
+    assert reps == {"raw", "diff", "both", "padded"}
+    loo = SequenceKernelClassifier(kernels=("signature", "dtw"), max_length=20,
                                    selection="loo").fit(X, y)
     assert loo.procedure_ == "all" and loo.procedure_scores_ == {}
     with pytest.raises(ValueError, match="selection must be"):
