@@ -1,0 +1,280 @@
+"""The posterior over kernel structures by exact enumeration of a bounded grammar.
+
+For every structure ``S`` of the grammar (:mod:`.grammar`) the parameters'
+posterior modes are found from several starts by L-BFGS on the log joint
+(:mod:`.evidence`), polished by two Newton steps, and the evidence is the sum of
+the Laplace approximations at the distinct modes. Then::
+
+    P(S | z) = P(S) p(z | S) / sum_S' P(S') p(z | S'),
+
+normalised in log space (log-sum-exp), and the structure posterior's effective
+sample size is ``1 / sum_S P(S | z)^2`` (1: one structure holds all the mass;
+``num_structures``: all equal). The predictive is the mixture over
+(structure, mode) components with weights ``P(S) p(z, mode | S)`` normalised
+(:mod:`.predictive`).
+
+Starts: the first puts every parameter at its prior mean and every period at the
+largest peak of the data's periodogram; start ``k`` puts the periods at the
+``k``-th peak and draws the other parameters from the prior shrunk to half its
+spread (the key decides), so that the periodic likelihood's many modes in the
+period are visited from the data's own frequencies.
+
+Cost: ``num_structures num_starts`` fits of ``num_steps`` L-BFGS iterations, each
+a few O(n^3) Cholesky factorisations, plus one O(d) x O(n^3) Hessian per fit;
+O(batch_size n^2 num_terms) memory. All structures share one compiled program
+(vmapped in batches of ``batch_size``). Exact enumeration is the reason for the
+bound: the default grammar has 64 structures and the fit is cubic in ``n``, so it
+serves series of a few hundred points (see ``docs/structure.md`` for timings).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.scipy.special import logsumexp
+
+from .evidence import laplace_log_evidence, log_joint, noise_floor
+from .grammar import Grammar
+from .priors import DataScales, ParameterPrior
+
+__all__ = [
+    "StructurePosterior",
+    "structure_posterior",
+    "periodogram_peaks",
+]
+
+
+class StructurePosterior(NamedTuple):
+    """The enumerated posterior over structures and its mixture components.
+
+    Attributes:
+        grammar: the structure space and parameter layout.
+        scales: the maps between the user's units and the fit's.
+        prior: the parameter prior (unconstrained scale).
+        tau: ``(n,)`` training times in [0, 1].
+        z: ``(n,)`` standardised training outputs.
+        log_evidence: ``(num_structures,)`` log p(z | S) (Laplace, summed over
+            modes; standardised units).
+        log_posterior: ``(num_structures,)`` log P(S | z), normalised.
+        probabilities: ``(num_structures,)`` P(S | z).
+        ess: ``1 / sum P(S | z)^2``.
+        component_structure: ``(num_components,)`` structure index of each mode.
+        component_u: ``(num_components, num_params)`` the modes.
+        component_hessian: ``(num_components, num_params, num_params)`` negative
+            Hessians of the log joint at the modes.
+        component_log_weight: ``(num_components,)`` normalised log weights of the
+            modes in the predictive mixture.
+        start_u: ``(num_structures, num_starts, num_params)`` every start's end
+            point.
+        start_log_joint: ``(num_structures, num_starts)`` the log joint there.
+        start_grad_norm: ``(num_structures, num_starts)`` the gradient's norm
+            there (convergence diagnostic).
+        floor: the noise-variance floor used (standardised units).
+    """
+
+    grammar: Grammar
+    scales: DataScales
+    prior: ParameterPrior
+    tau: jax.Array
+    z: jax.Array
+    log_evidence: np.ndarray
+    log_posterior: np.ndarray
+    probabilities: np.ndarray
+    ess: float
+    component_structure: np.ndarray
+    component_u: np.ndarray
+    component_hessian: np.ndarray
+    component_log_weight: np.ndarray
+    start_u: np.ndarray
+    start_log_joint: np.ndarray
+    start_grad_norm: np.ndarray
+    floor: float
+
+
+def periodogram_peaks(tau: np.ndarray, z: np.ndarray, low: float, high: float,
+                      num_peaks: int, num_grid: int = 400) -> np.ndarray:
+    """The ``num_peaks`` periods in ``[low, high]`` with the largest local maxima
+    of ``|sum_i r_i exp(-2 pi i tau_i / p)|^2``, ``r`` the residual of a linear
+    fit (any spacing); strongest first, padded with the geometric midpoint of
+    the range. O(n num_grid)."""
+    tau = np.asarray(tau, np.float64)
+    A = np.stack([np.ones_like(tau), tau], 1)
+    r = np.asarray(z, np.float64) - A @ np.linalg.lstsq(A, z, rcond=None)[0]
+    periods = np.exp(np.linspace(np.log(low), np.log(high), num_grid))
+    phase = np.exp(-2j * np.pi * tau[None, :] / periods[:, None])
+    power = np.abs(phase @ r) ** 2
+    is_peak = np.r_[False, (power[1:-1] > power[:-2]) & (power[1:-1] >= power[2:]),
+                    False]
+    order = np.argsort(-power[is_peak])
+    peaks = list(periods[is_peak][order][:num_peaks])
+    peaks += [float(np.sqrt(low * high))] * (num_peaks - len(peaks))
+    return np.array(peaks)
+
+
+def _lbfgs(fun, u0, num_steps):
+    """``num_steps`` iterations of optax's L-BFGS with a backtracking (Armijo)
+    line search."""
+    opt = optax.lbfgs(linesearch=optax.scale_by_backtracking_linesearch(
+        max_backtracking_steps=20, store_grad=True))
+    value_and_grad = optax.value_and_grad_from_state(fun)
+
+    def _step(carry, _):
+        u, state = carry
+        value, grad = value_and_grad(u, state=state)
+        updates, state = opt.update(grad, state, u, value=value, grad=grad,
+                                    value_fn=fun)
+        return (optax.apply_updates(u, updates), state), None
+
+    (u, _), _ = jax.lax.scan(_step, (u0, opt.init(u0)), None, length=num_steps)
+    return u
+
+
+def _polish(fun, u, num_newton):
+    """``num_newton`` Newton steps, each kept only if it lowers ``fun`` and the
+    Hessian is positive definite, then the Hessian at the end point. One loop
+    body, so the Hessian is compiled once."""
+
+    def _body(k, carry):
+        u, _ = carry
+        g = jax.grad(fun)(u)
+        H = jax.jacrev(jax.grad(fun))(u)
+        L = jnp.linalg.cholesky(0.5 * (H + H.T))
+        new = u - jax.scipy.linalg.cho_solve((L, True), g)
+        ok = (k < num_newton) & jnp.all(jnp.isfinite(new)) & (fun(new) <= fun(u))
+        return jnp.where(ok, new, u), H
+
+    p = u.shape[0]
+    return jax.lax.fori_loop(0, num_newton + 1, _body,
+                             (u, jnp.zeros((p, p), u.dtype)))
+
+
+@functools.partial(jax.jit, static_argnames=("terms", "positive", "floor",
+                                             "num_steps", "batch_size"))
+def _fit_starts(u0, masks, tau, z, loc, scale, *, terms, positive, floor,
+                num_steps, batch_size):
+    """Modes, log joints, gradient norms and Hessians for every (structure,
+    start): ``u0`` is ``(num_fits, p)``, ``masks`` ``(num_fits, num_terms)``."""
+
+    def _one(args):
+        start, mask = args
+
+        def neg(u):
+            return -log_joint(u, mask, tau, z, loc, scale, terms=terms,
+                              positive=positive, floor=floor)
+
+        u = _lbfgs(neg, start, num_steps)
+        u, H = _polish(neg, u, 2)
+        value, grad = jax.value_and_grad(neg)(u)
+        return u, -value, jnp.linalg.norm(grad), H, laplace_log_evidence(-value, H)
+
+    return jax.lax.map(_one, (u0, masks), batch_size=batch_size)
+
+
+def _starts(key, grammar, prior, tau, z, num_starts):
+    """``(num_structures, num_starts, p)`` starting points (module docstring)."""
+    loc, scale = prior.loc, prior.scale
+    roles = np.array(grammar.param_roles)
+    period = roles == "period"
+    lo = float(np.exp(loc[period][0] - 2 * scale[period][0])) if period.any() else 0
+    hi = float(np.exp(loc[period][0] + 2 * scale[period][0])) if period.any() else 0
+    peaks = (periodogram_peaks(np.asarray(tau), np.asarray(z), lo, min(hi, 0.5),
+                               num_starts) if period.any() else None)
+    noise = np.asarray(jax.random.normal(key, (len(grammar.masks), num_starts,
+                                               loc.size)), np.float64)
+    u0 = loc + 0.5 * scale * noise
+    u0[:, 0, :] = loc
+    active = np.concatenate([np.ones((len(grammar.masks), 2), bool),
+                             grammar.masks[:, grammar.param_term[2:]] > 0], 1)
+    u0 = np.where(active[:, None, :], u0, loc)
+    if peaks is not None:
+        u0[:, :, period] = np.log(peaks)[None, :, None]
+    return u0
+
+
+def _distinct_modes(u, value, H, logz, active):
+    """Indices of the distinct maxima among one structure's starts: a start is a
+    duplicate when it lies within one posterior standard deviation (per active
+    coordinate, from its Hessian's diagonal) of a better one."""
+    keep = []
+    for i in np.argsort(-value):
+        if not np.isfinite(logz[i]):
+            continue
+        sd = 1.0 / np.sqrt(np.maximum(np.diag(H[i])[active], 1e-300))
+        if all(np.max(np.abs(u[i, active] - u[j, active]) / sd) > 1.0 for j in keep):
+            keep.append(i)
+    return keep
+
+
+def structure_posterior(
+    key: jax.Array, tau, z, grammar: Grammar, prior: ParameterPrior,
+    scales: DataScales, *, num_starts: int = 4, num_steps: int = 100,
+    batch_size: int = 16,
+) -> StructurePosterior:
+    """P(S | z) over every structure of ``grammar`` (module docstring).
+
+    Args:
+        key: a ``jax.random`` key (the random starts).
+        tau: ``(n,)`` times mapped to [0, 1] (:func:`~.priors.data_scales`).
+        z: ``(n,)`` standardised outputs.
+        grammar: from :func:`~bayeskde.structure.make_grammar`.
+        prior: from :func:`~bayeskde.structure.parameter_prior`.
+        scales: from :func:`~bayeskde.structure.data_scales`.
+        num_starts: optimiser starts per structure.
+        num_steps: L-BFGS iterations per start.
+        batch_size: fits vmapped together (memory ``batch_size n^2``).
+
+    Returns:
+        A :class:`StructurePosterior`.
+
+    Raises:
+        ValueError: every structure's evidence is non-finite.
+    """
+    tau = jnp.asarray(tau)
+    z = jnp.asarray(z)
+    dtype = z.dtype
+    num_structures, num_terms = grammar.masks.shape
+    p = prior.loc.size
+    u0 = _starts(key, grammar, prior, tau, z, num_starts)
+    masks = np.repeat(grammar.masks, num_starts, axis=0)
+    floor = noise_floor(tau.shape[0], dtype)
+    u, value, gnorm, H, logz = _fit_starts(
+        jnp.asarray(u0.reshape(-1, p), dtype), jnp.asarray(masks, dtype), tau, z,
+        jnp.asarray(prior.loc, dtype), jnp.asarray(prior.scale, dtype),
+        terms=grammar.terms, positive=tuple(bool(b) for b in grammar.param_positive),
+        floor=floor, num_steps=num_steps, batch_size=batch_size)
+    shape = (num_structures, num_starts)
+    u = np.asarray(u, np.float64).reshape(shape + (p,))
+    value = np.asarray(value, np.float64).reshape(shape)
+    gnorm = np.asarray(gnorm, np.float64).reshape(shape)
+    H = np.asarray(H, np.float64).reshape(shape + (p, p))
+    logz = np.asarray(logz, np.float64).reshape(shape)
+    logz = np.where(np.isfinite(logz) & np.isfinite(value), logz, -np.inf)
+    comp_s, comp_i = [], []
+    log_evidence = np.full(num_structures, -np.inf)
+    for s in range(num_structures):
+        active = np.concatenate([[True, True],
+                                 grammar.masks[s, grammar.param_term[2:]] > 0])
+        keep = _distinct_modes(u[s], value[s], H[s], logz[s], active)
+        if keep:
+            log_evidence[s] = np.logaddexp.reduce(logz[s, keep])
+            comp_s += [s] * len(keep)
+            comp_i += keep
+    if not comp_s:
+        raise ValueError("no structure has a finite evidence on this data; check "
+                         "t and y (constant, or scaled beyond the working dtype?)")
+    log_joint_s = grammar.log_prior + log_evidence
+    log_post = log_joint_s - np.logaddexp.reduce(log_joint_s)
+    probs = np.exp(log_post)
+    comp_s = np.array(comp_s)
+    comp_i = np.array(comp_i)
+    comp_logw = grammar.log_prior[comp_s] + logz[comp_s, comp_i]
+    comp_logw = comp_logw - float(logsumexp(jnp.asarray(comp_logw)))
+    return StructurePosterior(
+        grammar, scales, prior, tau, z, log_evidence, log_post, probs,
+        float(1.0 / np.sum(probs ** 2)), comp_s, u[comp_s, comp_i],
+        H[comp_s, comp_i], comp_logw, u, value, gnorm, floor)
