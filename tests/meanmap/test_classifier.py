@@ -152,7 +152,7 @@ def test_same_key_same_result(italy):
     ([np.zeros(3), np.zeros((3, 2))] * 2, [0, 1] * 2, {}, "different d"),
     ([np.zeros(3)] * 4, [0, 1, 0], {}, "y must be 1-D"),
     ([np.zeros(3)] * 4, [0] * 4, {}, "need at least 2"),
-    ([np.zeros(3)] * 4, [0, 1] * 2, dict(kernels="dtw"), "kernels must be"),
+    ([np.zeros(3)] * 4, [0, 1] * 2, dict(kernels="knn"), "kernels must be"),
     ([np.zeros(3)] * 4, [0, 1] * 2, dict(hmm="gibbs"), "hmm must be"),
     ([np.zeros(3)] * 4, [0, 1] * 2, dict(max_length=1), "max_length"),
     ([np.zeros(3)] * 4, [0, 1] * 2, dict(derivative=-1.0), "derivative"),
