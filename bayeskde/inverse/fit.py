@@ -39,7 +39,7 @@ from .svi import SVIReport, svi_posterior
 
 __all__ = [
     "METHODS",
-    "LOG_LIKELIHOOD_MAX_M",
+    "LOG_LIKELIHOOD_MAX_WORK",
     "InverseGPFit",
     "fit_inverse_gp",
     "pointwise_loo",
@@ -47,9 +47,11 @@ __all__ = [
 
 #: The posterior algorithms of :func:`fit_inverse_gp`.
 METHODS = ("nuts", "quadrature", "svi")
-#: Training sizes up to which the fit writes the ``log_likelihood`` group by
-#: default (it holds chains x draws x m numbers).
-LOG_LIKELIHOOD_MAX_M = 2000
+#: Work (draws x m x kept eigenpairs x d_x multiply-adds) up to which the fit
+#: writes the ``log_likelihood`` group by default: about a second on 2 cores
+#: (the S-shape at m = 500, 2,000 draws: 0.5e9); the 10-D sbibm task at 1e3
+#: simulations would take 2e10 and is left out unless asked for.
+LOG_LIKELIHOOD_MAX_WORK = 4e9
 _CONTINUOUS = ("amplitude", "noise")
 
 
@@ -226,8 +228,8 @@ def fit_inverse_gp(
             data), ``"gaussian"`` or ``"residual"``; ``fit.noise`` says which
             and why.
         log_likelihood: write the ``log_likelihood`` group
-            (:func:`pointwise_loo`; ``None``: up to
-            :data:`LOG_LIKELIHOOD_MAX_M` training points).
+            (:func:`pointwise_loo`; ``None``: where its work, draws x m x
+            kept eigenpairs x d_x, is below :data:`LOG_LIKELIHOOD_MAX_WORK`).
 
     Raises:
         ValueError: bad data or sampler settings, before any sampling.
@@ -283,7 +285,9 @@ def fit_inverse_gp(
             lj.reshape(size, *lj.shape[-2:])[flat], memo)
         pp = {"x": np.asarray(x_rep)[None]}
     ll = None
-    if log_likelihood or (log_likelihood is None and m <= LOG_LIKELIHOOD_MAX_M):
+    r_max = int(m - np.min(np.asarray(data.n_rest)))
+    work = lj.shape[0] * lj.shape[1] * m * r_max * data.X.shape[1]
+    if log_likelihood or (log_likelihood is None and work <= LOG_LIKELIHOOD_MAX_WORK):
         ll = {"x": pointwise_loo(
             jax.random.fold_in(key, 2), data, memo, samples["amplitude"],
             samples["noise"], lj).reshape(*lj.shape[:2], m)}
