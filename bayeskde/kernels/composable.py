@@ -40,6 +40,9 @@ from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 
+#: A kernel parameter: a Python float or a scalar array (possibly traced).
+Scalar = float | Float[ArrayLike, ""]
+
 __all__ = [
     "Kernel",
     "Sum",
@@ -126,7 +129,7 @@ class Product(Kernel):
 class Constant(Kernel):
     """``k = value`` (a variance when multiplied into another kernel)."""
 
-    value: Float[ArrayLike, ""]
+    value: Scalar
 
     def evaluate(self, t1, t2):
         return jnp.asarray(self.value, jnp.result_type(t1, float))
@@ -136,7 +139,7 @@ class Constant(Kernel):
 class WhiteNoise(Kernel):
     """``k = variance`` where ``t == t'``, else 0 (independent noise)."""
 
-    variance: Float[ArrayLike, ""]
+    variance: Scalar
 
     def evaluate(self, t1, t2):
         return jnp.where(t1 == t2, self.variance, 0.0).astype(jnp.result_type(t1))
@@ -147,7 +150,7 @@ class SquaredExponential(Kernel):
     """``k = exp(-(t - t')^2 / (2 scale^2))`` (Rasmussen and Williams 2006,
     eq. 4.9)."""
 
-    scale: Float[ArrayLike, ""]
+    scale: Scalar
 
     def evaluate(self, t1, t2):
         r = (t1 - t2) / self.scale
@@ -159,8 +162,8 @@ class RationalQuadratic(Kernel):
     """``k = (1 + (t - t')^2 / (2 alpha scale^2))^(-alpha)`` (Rasmussen and
     Williams 2006, eq. 4.19): a scale mixture of squared exponentials."""
 
-    scale: Float[ArrayLike, ""]
-    alpha: Float[ArrayLike, ""]
+    scale: Scalar
+    alpha: Scalar
 
     def evaluate(self, t1, t2):
         r = (t1 - t2) / self.scale
@@ -173,8 +176,8 @@ class Periodic(Kernel):
     Williams 2006, eq. 4.31; scikit-learn's ``ExpSineSquared``); ``scale`` is
     dimensionless (relative to the period)."""
 
-    scale: Float[ArrayLike, ""]
-    period: Float[ArrayLike, ""]
+    scale: Scalar
+    period: Scalar
 
     def evaluate(self, t1, t2):
         s = jnp.sin(jnp.pi * (t1 - t2) / self.period) / self.scale
@@ -186,7 +189,7 @@ class Linear(Kernel):
     """``k = (t - offset)(t' - offset)`` (Rasmussen and Williams 2006, eq. 4.11,
     with the origin moved to ``offset``)."""
 
-    offset: Float[ArrayLike, ""]
+    offset: Scalar
 
     def evaluate(self, t1, t2):
         return (t1 - self.offset) * (t2 - self.offset)
@@ -201,8 +204,8 @@ class ChangePoint(Kernel):
 
     k1: Kernel
     k2: Kernel
-    location: Float[ArrayLike, ""]
-    steepness: Float[ArrayLike, ""]
+    location: Scalar
+    steepness: Scalar
 
     def evaluate(self, t1, t2):
         s1 = jax.nn.sigmoid((t1 - self.location) / self.steepness)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
@@ -62,7 +62,7 @@ def _series(t, y=None, *, fit=True):
 
 
 def fit_structure_gp(
-    key: jax.Array, t: Float[ArrayLike, " n"], y: Float[ArrayLike, " n"], *,
+    key: jax.Array, t: ArrayLike, y: ArrayLike, *,
     terms=DEFAULT_TERMS, max_terms: int = 2, inclusion: float = 0.3,
     num_starts: int = 3, num_steps: int = 60,
 ) -> StructurePosterior:
@@ -148,7 +148,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         self.num_steps = num_steps
         self.key = key
 
-    def fit(self, t: Float[ArrayLike, " n"], y: Float[ArrayLike, " n"]):
+    def fit(self, t: ArrayLike, y: ArrayLike):
         """Infer the structure posterior of ``(t, y)``; returns ``self``."""
         key = jax.random.key(0) if self.key is None else check_key(self.key)
         self.posterior_ = fit_structure_gp(
@@ -163,11 +163,11 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
             raise NotFittedError("StructureGPRegressor is not fitted yet; call fit")
         return mixture_predictive(self.posterior_, _series(t))
 
-    def predict(self, t: Float[ArrayLike, " m"]) -> np.ndarray:
+    def predict(self, t: ArrayLike) -> np.ndarray:
         """``(m,)`` the posterior-averaged predictive mean at ``t``."""
         return mixture_mean(self._predictive(t))
 
-    def predict_interval(self, t: Float[ArrayLike, " m"], coverage: float = 0.9
+    def predict_interval(self, t: ArrayLike, coverage: float = 0.9
                          ) -> tuple[np.ndarray, np.ndarray]:
         """Central ``coverage`` interval of the predictive of new observations:
         ``(lower, upper)``, each ``(m,)``."""
@@ -177,11 +177,11 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
                               [(1 - coverage) / 2, (1 + coverage) / 2])
         return q[0], q[1]
 
-    def predict_distribution(self, t: Float[ArrayLike, " m"]) -> MixturePredictive:
+    def predict_distribution(self, t: ArrayLike) -> MixturePredictive:
         """The predictive mixture (weights, means, sds per component)."""
         return self._predictive(t)
 
-    def sample(self, t: Float[ArrayLike, " m"], num_samples: int = 1000, *,
+    def sample(self, t: ArrayLike, num_samples: int = 1000, *,
                key=None) -> np.ndarray:
         """``(m, num_samples)`` joint draws of new observations at ``t``
         (whole trajectories; ``key`` ``None``: key 1)."""
@@ -190,7 +190,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         key = jax.random.key(1) if key is None else check_key(key)
         return mixture_sample(key, self.posterior_, _series(t), num_samples)
 
-    def score(self, t: Float[ArrayLike, " m"], y: Float[ArrayLike, " m"],
+    def score(self, t: ArrayLike, y: ArrayLike,
               sample_weight=None) -> float:
         """Mean log predictive density of ``y`` at ``t`` (higher is better)."""
         t, y = _series(t, y, fit=False)

@@ -177,7 +177,7 @@ def importance_log_evidence(
     L = jnp.linalg.cholesky(0.5 * (hessian + hessian.T))  # H = L L^T
     eps = jax.random.normal(key, (num_draws, d), mode.dtype)
     # u = mode + L^{-T} eps has covariance H^{-1}.
-    u = mode + jax.scipy.linalg.solve_triangular(L.T, eps.T, lower=False).T
+    u = mode[None, :] + jax.scipy.linalg.solve_triangular(L.T, eps.T, lower=False).T
     log_q = (-0.5 * jnp.sum(eps * eps, axis=1) + jnp.sum(jnp.log(jnp.diagonal(L)))
              - 0.5 * d * jnp.log(2.0 * jnp.pi))
     log_w = jax.vmap(log_joint_fn)(u) - log_q
