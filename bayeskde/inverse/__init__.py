@@ -19,7 +19,7 @@ so its posterior needs no temperature. Why this model and not the Twin GP's
 tempered density: see :mod:`bayeskde.models.tgp` and ``docs/inverse.md``.
 
 Modules, bottom to top: :mod:`.kernel` (phi(K), its weights, the
-kept-eigenvalue rule), :mod:`.lowrank` (HSGP and Nystroem features),
+kept-eigenvalue rule), :mod:`~bayeskde.inverse.lowrank` (HSGP and Nystroem features),
 :mod:`.data` (the prior and the spectral precomputation), :mod:`.replicates`,
 :mod:`.evidence` (the evidence and the NumPyro model with its observed site),
 :mod:`.quadrature`, :mod:`.svi`, :mod:`.rank`, :mod:`.residual` (the residual
@@ -61,7 +61,6 @@ from .quadrature import QuadraturePosterior as QuadraturePosterior
 from .quadrature import QuadratureReport as QuadratureReport
 from .quadrature import quadrature_posterior as quadrature_posterior
 from .rank import RankReport as RankReport
-from .replicates import replicates as replicates
 from .residual import ResidualNoise as ResidualNoise
 from .sample import inverse_gp_sample as inverse_gp_sample
 from .svi import SVIPosterior as SVIPosterior
@@ -101,7 +100,6 @@ __all__ = [
     "SpectralGPEvidence",
     "pair_log_evidence",
     "pair_log_joint",
-    "replicates",
     "InverseGPMixture",
     "inverse_gp_mixture",
     "mixture_moments",

@@ -18,7 +18,7 @@ phi(K) is PSD). The amplitude a^2 and the noise s^2 are continuous
 (log-normal priors).
 
 Cost. The exact path eigendecomposes every grid Gram once, O(n_gamma D m^3)
-time, O(n_gamma D m) memory kept. With ``approx="lowrank"`` (:mod:`.lowrank`)
+time, O(n_gamma D m) memory kept. With ``approx="lowrank"`` (:mod:`~bayeskde.inverse.lowrank`)
 the same spectra come from a feature map of rank R at O(m R^2) time, no m x m
 matrix. :func:`pair_spectrum` gives one pair's kept eigenvectors for the
 predictive and the replicates (exact, or in feature form), memoised.
@@ -103,7 +103,7 @@ class InverseGPData(NamedTuple):
     log variance of X the priors are centred on. ``lowrank``: ``None`` for the
     exact spectra, else the
     :class:`~bayeskde.inverse.LowRankBasis` whose feature
-    map gave the same fields (:mod:`.lowrank`).
+    map gave the same fields (:mod:`~bayeskde.inverse.lowrank`).
     """
 
     Y: Float[Array, "m d_y"]
@@ -211,7 +211,7 @@ def prepare_inverse_gp_data(
         X, Y: ``(m, d_x)`` and ``(m, d_y)`` (1-D allowed).
         prior: :class:`InverseGPPrior`.
         approx: ``"exact"`` (eigendecompose every m x m Gram), ``"lowrank"``
-            (a feature map of rank ``rank``, :mod:`.lowrank`: the
+            (a feature map of rank ``rank``, :mod:`~bayeskde.inverse.lowrank`: the
             same fields by Woodbury and the determinant lemma) or ``"auto"``
             (exact up to :data:`EXACT_MAX_M` points, :func:`resolve_approx`).
         rank: HSGP basis functions (>= 1) or Nystroem centres (in [1, m]);

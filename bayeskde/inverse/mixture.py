@@ -68,7 +68,7 @@ class InverseGPMixture(NamedTuple):
     ``pair`` ``(C,)`` its pair, ``amplitude`` and ``noise`` ``(C,)`` its draw,
     ``log_w`` ``(C,)`` its log weight (logsumexp 0).
 
-    A low-rank fit (``data.lowrank`` set, :mod:`.lowrank`) keeps
+    A low-rank fit (``data.lowrank`` set, :mod:`~bayeskde.inverse.lowrank`) keeps
     the same fields in feature form: ``U`` the pairs' maps from raw features
     to A = k(y)^T U (``(P, J, r)`` HSGP, ``(P, D, M, r)`` Nystroem), ``Y`` the
     map's anchors (the Nystroem centres; for HSGP the box centre ``(1, 1)``)

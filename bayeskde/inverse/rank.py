@@ -3,7 +3,7 @@ with the low-rank map's rank chosen from the data.
 
 :func:`prepare_for_fit` resolves ``approx`` (``"auto"``: exact up to
 :data:`~.data.EXACT_MAX_M` training points) and, for the
-low-rank evidence (:mod:`.lowrank`) without a rank
+low-rank evidence (:mod:`~bayeskde.inverse.lowrank`) without a rank
 given, grows the rank from
 :func:`~.lowrank.default_rank` until the evidence
 error indicator at the pairs that hold the posterior mass is below

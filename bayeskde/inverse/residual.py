@@ -19,7 +19,7 @@ evidence's phi = F F^T has the same form, U = F V Lambda^(-1/2), so these
 are the Woodbury forms and no m x m matrix is needed), the smoother is
 S = a^2 phi K^-1 = U diag(c) U^T, c_j = a^2 lambda_j / (a^2 lambda_j + s^2),
 and K^-1 = (I - S) / s^2. The GP's prediction of x_i from the other m - 1
-points (Rasmussen and Williams 2006, eqs. 5.10-5.12) then has
+points (Rasmussen and Williams 2006, eqs. 5.10-5.12) then has::
 
     residual  r_i = x_i - E[x_i | x_-i] = (K^-1 X)_i / (K^-1)_ii
                   = (x_i - (S X)_i) / (1 - S_ii),

@@ -147,8 +147,9 @@ def inverse_gp_sample(
             ``mode_radius`` (as there).
         subdivide: sub-cells per dimension of each refined grid cell (the
             grid sampler; 1 turns the refinement off).
-        num_chains, num_warmup, dense_mass, max_tree_depth, spectrum_tol,
-            sampling_kernel: NUTS's (:func:`~.nuts.inverse_gp_nuts`).
+        num_chains: NUTS's chains a test input; its ``num_warmup``,
+            ``dense_mass``, ``max_tree_depth``, ``spectrum_tol`` and
+            ``sampling_kernel`` are :func:`~.nuts.inverse_gp_nuts`'s too.
 
     Returns:
         ``(n_test, num_samples, d_y)`` draws.

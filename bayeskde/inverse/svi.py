@@ -41,7 +41,7 @@ class SVIReport(NamedTuple):
         num_steps: optimisation steps.
         final_loss: mean loss (negative ELBO) over the last 10% of the steps.
         loss_drift: |mean of the last 10% - mean of the 10% before| over
-            max(1, |final loss|): near 0 once converged.
+            max(1, abs(final loss)): near 0 once converged.
         warnings: plain-language messages (drift above 1e-3).
     """
 
