@@ -59,19 +59,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .._validation import check_integer, check_key, check_positive
-from .dtw import dtw_distances
-from .selection import (
-    _score,
-    nearest_neighbour_loo_accuracy,
-    nested_selection_accuracy,
-    outer_folds,
-    select_kernel,
-)
+from .dtw import NearestNeighbourDTW
+from .selection import _score, choose_procedure, select_kernel
 from .sequence_kernels import (
     FAMILIES,
     MODE_WEIGHTINGS,
     make_component,
-    preprocess,
     window_sum,
 )
 from .stacking import (
@@ -353,14 +346,14 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         families are ``"auto"`` and ``n^2 T^2 <= dtw_budget``."""
         if self._families() == ("dtw",) or (
                 "dtw" in self._families() and self.kernels != "auto"):
-            return _NearestNeighbourDTW(self.max_length, self.block_size).fit(seqs)
+            return NearestNeighbourDTW(self.max_length, self.block_size).fit(seqs)
         if self.selection != "nested" or self.kernels != "auto" or (
                 self.dtw_budget is None):
             return None
         T = t_max if self.max_length is None else min(t_max, self.max_length)
         if float(len(seqs)) ** 2 * T**2 > self.dtw_budget:
             return None
-        return _NearestNeighbourDTW(self.max_length, self.block_size).fit(seqs)
+        return NearestNeighbourDTW(self.max_length, self.block_size).fit(seqs)
 
     # ---------------------------------------------------------------- fit
     def fit(self, X, y):
@@ -419,35 +412,12 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                 comps.append(c)
                 scores.append(_score(c.K_, Y, y_idx))
         fams = [c.family for c in comps]
-        pools = {"window": [i for i, f in enumerate(fams) if f == "window"],
-                 "all": list(range(len(comps)))}
-        if len(pools["window"]) in (0, len(comps)):
-            del pools["window"]
-        if not comps:
-            del pools["all"]
         dtw = self._dtw_candidate(seqs, t_max)
-        self.procedure_scores_ = {}
-        if not comps:  # kernels=("dtw",)
-            self.procedure_ = "dtw"
-            self.procedure_scores_["dtw"] = nearest_neighbour_loo_accuracy(
-                dtw.D_, y_idx)
-        elif self.selection == "nested" and (len(pools) > 1 or dtw is not None):
-            seed = int(jax.random.randint(jax.random.fold_in(key, 7), (), 0,
-                                          2**31 - 1))
-            folds = outer_folds(y_idx, seed)
-            for name, pool in pools.items():
-                self.procedure_scores_[name] = nested_selection_accuracy(
-                    [comps[i].K_ for i in pool], [fams[i] for i in pool], Y, y_idx,
-                    folds, combine=self.combine)[0]
-            if dtw is not None:
-                self.procedure_scores_["dtw"] = nearest_neighbour_loo_accuracy(
-                    dtw.D_, y_idx)
-            # the best honest accuracy; ties to the simpler procedure (the order)
-            order = [p for p in ("window", "all", "dtw") if p in self.procedure_scores_]
-            self.procedure_ = max(order, key=lambda p: (self.procedure_scores_[p],
-                                                        -order.index(p)))
-        else:
-            self.procedure_ = "all"
+        seed = int(jax.random.randint(jax.random.fold_in(key, 7), (), 0, 2**31 - 1))
+        pools, self.procedure_, self.procedure_scores_ = choose_procedure(
+            [c.K_ for c in comps], fams, Y, y_idx, seed,
+            None if dtw is None else dtw.D_, nested=self.selection == "nested",
+            combine=self.combine)
         if self.procedure_ == "dtw":
             self.components_, self.weights_ = [dtw], np.ones(1)
             self.selected_ = [dict(_describe(dtw), weight=1.0)]
@@ -568,30 +538,6 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.non_deterministic = False
         return tags
-
-
-class _NearestNeighbourDTW:
-    """The 1-nearest-neighbour DTW fallback: full-window DTW
-    (:func:`~bayeskde.meanmap.dtw.dtw_distances`) on the series after PAA to
-    ``max_length`` frames; ``cross`` gives distances, not a kernel."""
-
-    family = "dtw"
-
-    def __init__(self, max_length, block_size):
-        self.max_length, self.block_size = max_length, block_size
-
-    def fit(self, sequences):
-        self.t_ref_ = max(len(s) for s in sequences)
-        self.X_, self.lengths_ = preprocess(sequences, self.max_length, 0.0,
-                                            self.t_ref_)
-        self.D_ = dtw_distances(self.X_, lengths_a=self.lengths_,
-                                block_size=self.block_size)
-        return self
-
-    def cross(self, sequences):
-        X, lengths = preprocess(sequences, self.max_length, 0.0, self.t_ref_)
-        return dtw_distances(X, self.X_, lengths_a=lengths, lengths_b=self.lengths_,
-                             block_size=self.block_size)
 
 
 def _softmax(Z):

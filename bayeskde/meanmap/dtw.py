@@ -19,8 +19,9 @@ from jax import lax
 
 from .._typing import float_dtype
 from .._validation import check_integer, check_padded_series
+from .sequence_kernels import preprocess
 
-__all__ = ["dtw_distances"]
+__all__ = ["NearestNeighbourDTW", "dtw_distances"]
 
 
 def _dtw_block(xs, nx, ys, ny, radius):
@@ -136,3 +137,29 @@ def dtw_distances(A, B=None, *, lengths_a=None, lengths_b=None,
     if sym:
         out[ib, ia] = vals
     return out
+
+
+class NearestNeighbourDTW:
+    """The 1-nearest-neighbour DTW rule as a component of
+    :class:`~bayeskde.meanmap.SequenceKernelClassifier`: full-window DTW on the
+    series after PAA to ``max_length`` frames (by the training set's longest
+    length); ``D_`` holds the training distances and ``cross`` gives distances
+    of new series to the training ones, not a kernel."""
+
+    family = "dtw"
+
+    def __init__(self, max_length, block_size):
+        self.max_length, self.block_size = max_length, block_size
+
+    def fit(self, sequences):
+        self.t_ref_ = max(len(s) for s in sequences)
+        self.X_, self.lengths_ = preprocess(sequences, self.max_length, 0.0,
+                                            self.t_ref_)
+        self.D_ = dtw_distances(self.X_, lengths_a=self.lengths_,
+                                block_size=self.block_size)
+        return self
+
+    def cross(self, sequences):
+        X, lengths = preprocess(sequences, self.max_length, 0.0, self.t_ref_)
+        return dtw_distances(X, self.X_, lengths_a=lengths, lengths_b=self.lengths_,
+                             block_size=self.block_size)

@@ -25,7 +25,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from .stacking import _ALPHAS, _INTERCEPT
 
-__all__ = ["KernelChoice", "nearest_neighbour_loo_accuracy",
+__all__ = ["KernelChoice", "choose_procedure", "nearest_neighbour_loo_accuracy",
            "nested_selection_accuracy", "outer_folds", "select_kernel"]
 
 
@@ -176,3 +176,36 @@ def nearest_neighbour_loo_accuracy(D, y_idx):
     D = np.array(D, dtype=np.float64)
     np.fill_diagonal(D, np.inf)
     return float(np.mean(y_idx[np.argmin(D, axis=1)] == y_idx))
+
+
+def choose_procedure(grams, families, Y, y_idx, seed, D=None, *, nested=True,
+                     combine=True):
+    """The classifier's choice of pool: the LOO choice over the window family
+    alone (``"window"``), over every candidate (``"all"``), or the 1-NN rule on
+    the distances ``D`` (``"dtw"``), by the nested-CV accuracy of the first two
+    (:func:`nested_selection_accuracy`, folds :func:`outer_folds` shuffled by
+    ``seed``) and the exact LOO accuracy of the last; ties to the simpler, in
+    that order. With ``nested=False`` or nothing to choose, ``"all"`` (or
+    ``"dtw"`` when there are no Grams).
+
+    Returns:
+        ``(pools, procedure, scores)``: each kernel pool's candidate indices,
+        the chosen name, and the accuracies scored (empty when none was).
+    """
+    pools = {"window": [i for i, f in enumerate(families) if f == "window"],
+             "all": list(range(len(grams)))}
+    if len(pools["window"]) in (0, len(grams)):
+        del pools["window"]
+    if not grams:
+        return {}, "dtw", {"dtw": nearest_neighbour_loo_accuracy(D, y_idx)}
+    if not nested or (len(pools) == 1 and D is None):
+        return pools, "all", {}
+    folds = outer_folds(y_idx, seed)
+    scores = {name: nested_selection_accuracy(
+        [grams[i] for i in pool], [families[i] for i in pool], Y, y_idx, folds,
+        combine=combine)[0] for name, pool in pools.items()}
+    if D is not None:
+        scores["dtw"] = nearest_neighbour_loo_accuracy(D, y_idx)
+    order = [p for p in ("window", "all", "dtw") if p in scores]
+    best = max(order, key=lambda p: (scores[p], -order.index(p)))
+    return pools, best, scores
