@@ -18,7 +18,8 @@ phi(K) is PSD). The amplitude a^2 and the noise s^2 are continuous
 (log-normal priors).
 
 Cost. The exact path eigendecomposes every grid Gram once, O(n_gamma D m^3)
-time, O(n_gamma D m) memory kept. With ``approx="lowrank"`` (:mod:`~bayeskde.inverse.lowrank`)
+time, O(n_gamma D m) memory kept. With ``approx="lowrank"``
+(:mod:`~bayeskde.inverse.lowrank`)
 the same spectra come from a feature map of rank R at O(m R^2) time, no m x m
 matrix. :func:`pair_spectrum` gives one pair's kept eigenvectors for the
 predictive and the replicates (exact, or in feature form), memoised.

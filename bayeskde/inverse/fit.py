@@ -213,7 +213,8 @@ def fit_inverse_gp(
         approx: ``"auto"`` (exact spectra up to :data:`~.data.EXACT_MAX_M`
             training points, 500 for one output and 2000 above, the measured
             crossovers; low rank above or when ``rank`` is given), ``"exact"``
-            or ``"lowrank"`` (:mod:`~bayeskde.inverse.lowrank`: HSGP features for one output,
+            or ``"lowrank"`` (:mod:`~bayeskde.inverse.lowrank`: HSGP features for
+            one output,
             Nystroem above; no m x m matrix). ``fit.approx`` says which ran.
         rank: the low-rank map's rank (HSGP functions or Nystroem centres,
             >= 1); ``None``: chosen from the data
