@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jaxtyping import Float, Int
 
-from .._typing import float_dtype
+from .._typing import ArrayLike, float_dtype
 from .._validation import check_integer, check_padded_series
 from .sequence_kernels import preprocess
 
@@ -67,8 +68,15 @@ def _dtw_pairs(XA, la, XB, lb, ia, ib, radius):
     return _dtw_block(XA[ia], nx, XB[ib], ny, r)
 
 
-def dtw_distances(A, B=None, *, lengths_a=None, lengths_b=None,
-                  window: float | None = None, block_size: int = 512) -> np.ndarray:
+def dtw_distances(
+    A: Float[ArrayLike, "n_a t_a d"],
+    B: Float[ArrayLike, "n_b t_b d"] | None = None,
+    *,
+    lengths_a: Int[ArrayLike, " n_a"] | None = None,
+    lengths_b: Int[ArrayLike, " n_b"] | None = None,
+    window: float | None = None,
+    block_size: int = 512,
+) -> np.ndarray:
     """DTW distances between all pairs of two padded batches of sequences.
 
     Args:
