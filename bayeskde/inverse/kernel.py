@@ -7,7 +7,11 @@ The forward GP (F) of :mod:`bayeskde.inverse` has the covariance
 the monomial transform of the seed paper on learned polynomial kernel
 transformations (its eqs. 14-16) with the weights alpha of its Theorem 4.1.
 The i-th Hadamard power of an RBF is the RBF at rate i gamma, so the basis
-K^(i) is :func:`rbf_powers`. Everything in the subpackage that needs phi(K),
+K^(i) is :func:`rbf_powers`: the monomial basis of
+:func:`bayeskde.kernels.transforms.polynomial_basis` (any Gram matrix, K ** i)
+specialised to the RBF, where exp(-i gamma D2) keeps full relative precision in
+the tails that K ** i would underflow, and where the spectral density of each
+power is known (the low-rank features). Everything in the subpackage that needs phi(K),
 its weights, the median-heuristic rate or a pair's eigensystem calls this
 module; nothing re-derives them.
 
