@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jaxtyping import Array
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
@@ -89,10 +88,11 @@ def fit_structure_gp(
 
     Examples:
         >>> import jax, numpy as np
-        >>> t = np.arange(24.0)
-        >>> post = fit_structure_gp(jax.random.key(0), t, np.sin(t),
-        ...                         terms=("SE", "PER"), max_terms=1,
-        ...                         num_starts=2, num_steps=20)
+        >>> t = np.arange(30.0)
+        >>> post = fit_structure_gp(jax.random.key(0), t,
+        ...                         0.1 * t + np.sin(2 * np.pi * t / 6),
+        ...                         terms=("LIN", "PER"), max_terms=2,
+        ...                         num_starts=2, num_steps=30)
         >>> round(float(post.probabilities.sum()), 6)
         1.0
     """
@@ -198,7 +198,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         return float(np.average(lpd, weights=sample_weight))
 
     def inference_data(self, top: int = 5, num_draws: int = 1000, *,
-                       key=None) -> dict[str, Array]:
+                       key=None) -> dict:
         """ArviZ InferenceData of the parameters of the ``top`` most probable
         structures, keyed by expression (Laplace draws, the user's units)."""
         if not hasattr(self, "posterior_"):

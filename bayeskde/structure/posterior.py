@@ -36,7 +36,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.scipy.special import logsumexp
 
 from .evidence import laplace_log_evidence, log_joint, noise_floor
 from .grammar import Grammar
@@ -273,7 +272,7 @@ def structure_posterior(
     comp_s = np.array(comp_s)
     comp_i = np.array(comp_i)
     comp_logw = grammar.log_prior[comp_s] + logz[comp_s, comp_i]
-    comp_logw = comp_logw - float(logsumexp(jnp.asarray(comp_logw)))
+    comp_logw = comp_logw - np.logaddexp.reduce(comp_logw)
     return StructurePosterior(
         grammar, scales, prior, tau, z, log_evidence, log_post, probs,
         float(1.0 / np.sum(probs ** 2)), comp_s, u[comp_s, comp_i],

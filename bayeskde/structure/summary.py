@@ -46,6 +46,12 @@ def _user_units(post: StructurePosterior, u: np.ndarray) -> np.ndarray:
     return out
 
 
+def _number(v: float) -> str:
+    """Three significant digits, with a decimal point (``12.0``, ``40.1``)."""
+    text = f"{v:.3g}"
+    return text if ("." in text or "e" in text) else text + ".0"
+
+
 def _best_component(post: StructurePosterior, s: int) -> int | None:
     rows = np.flatnonzero(post.component_structure == s)
     if rows.size == 0:
@@ -71,7 +77,7 @@ def structure_expression(post: StructurePosterior, s: int) -> str:
                 main = [k + a for a, sp in enumerate(specs)
                         if sp.role in ("lengthscale", "period")]
                 if main and values is not None:
-                    names.append(f"{f}({values[main[-1]]:.3g})")
+                    names.append(f"{f}({_number(values[main[-1]])})")
                 else:
                     names.append(f)
                 k += len(specs)
@@ -152,13 +158,16 @@ def parameter_draws(key: jax.Array, post: StructurePosterior, s: int,
 def structure_inference_data(key: jax.Array, post: StructurePosterior,
                              top: int = 5, num_draws: int = 1000) -> dict:
     """InferenceData (ArviZ) of the parameters of the ``top`` most probable
-    structures, keyed by expression: one chain of ``num_draws`` Laplace draws
-    (:func:`parameter_draws`), variables named as in the grammar's layout with
-    ``/`` and ``.`` replaced by ``_``. O(top num_draws d^2)."""
+    structures that have a finite mode, keyed by expression: one chain of
+    ``num_draws`` Laplace draws (:func:`parameter_draws`), variables named as in
+    the grammar's layout with ``/`` and ``.`` replaced by ``_`` and ``*`` by
+    ``x``. O(top num_draws d^2)."""
     out = {}
     table = structure_table(post, top)
     keys = jax.random.split(key, len(table.structure))
     for k, s, expr in zip(keys, table.structure, table.expressions, strict=True):
+        if not np.any(post.component_structure == s):
+            continue  # no finite mode: zero posterior mass
         draws = parameter_draws(k, post, int(s), num_draws)
         out[expr] = to_inference_data({
             name.replace("/", "_").replace(".", "_").replace("*", "x"):

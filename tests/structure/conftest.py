@@ -38,9 +38,12 @@ def handmade():
     logw = np.log(np.array([0.7, 0.3]))
     H = np.stack([np.eye(7) * 50.0, np.eye(7) * 20.0])
     num_structures = len(g.masks)
+    probs = np.array([0.0, 0.0, 0.3, 0.7])  # structures 2 (PER), 3 (LIN + PER)
+    with np.errstate(divide="ignore"):
+        log_post = np.log(probs)
     post = StructurePosterior(
-        g, sc, prior, tau, z, np.zeros(num_structures), np.zeros(num_structures),
-        np.full(num_structures, 1.0 / num_structures), float(num_structures),
+        g, sc, prior, tau, z, log_post, log_post, probs,
+        float(1.0 / np.sum(probs ** 2)),
         np.array([3, 2]), u, H, logw, np.zeros((num_structures, 1, 7)),
         np.zeros((num_structures, 1)), np.zeros((num_structures, 1)), 1e-6)
     return post, t, y
