@@ -13,6 +13,13 @@ from .algebra import kernel_distances as kernel_distances
 from .algebra import kernel_rbf_map as kernel_rbf_map
 from .algebra import median_heuristic as median_heuristic
 from .algebra import normalize_kernel as normalize_kernel
+from .composable import ChangePoint as ChangePoint
+from .composable import Constant as Constant
+from .composable import Linear as Linear
+from .composable import Periodic as Periodic
+from .composable import RationalQuadratic as RationalQuadratic
+from .composable import SquaredExponential as SquaredExponential
+from .composable import WhiteNoise as WhiteNoise
 from .hyper import gaussian_hyperkernel as gaussian_hyperkernel
 from .hyper import gaussian_hyperkernel_gram as gaussian_hyperkernel_gram
 from .hyper import harmonic_hyperkernel as harmonic_hyperkernel
@@ -96,6 +103,13 @@ __all__ = [
     "fit_window_map",
     "window_mean_embedding",
     "window_mean_map_gram",
+    "ChangePoint",
+    "Constant",
+    "Linear",
+    "Periodic",
+    "RationalQuadratic",
+    "SquaredExponential",
+    "WhiteNoise",
 ]
 
 # The estimator moved from transforms.py to polynomial_transform.py (which imports

@@ -102,6 +102,7 @@ def _quadrature(lj, mode2, sd2):
     return A, B, (a[1] - a[0]) * (b[1] - b[0])
 
 
+@pytest.mark.slow  # 40,000 evidence evaluations on the grid
 def test_laplace_and_importance_against_quadrature():
     lj, loc = _const_structure()
     f64 = jax.jit(lambda u: lj(jnp.asarray(u, DTYPE)))

@@ -10,6 +10,11 @@ import pytest
 from bayeskde.structure import fit_structure_gp, structure_table
 from tests.helpers import count_compilations
 
+# Each fit compiles the optimiser, its line search and the Hessian (about 15 s on
+# 2 cores): these run with the slow tests; the default run fits once, in the
+# doctests of bayeskde/structure/estimator.py.
+pytestmark = pytest.mark.slow
+
 CONFIG = {"terms": ("LIN", "PER"), "max_terms": 2, "num_starts": 2,
           "num_steps": 30}
 
@@ -63,7 +68,6 @@ def test_same_key_same_result_without_recompiling(fitted):
     np.testing.assert_array_equal(post.component_u, again.component_u)
 
 
-@pytest.mark.slow
 def test_planted_lin_plus_per_times_se_at_n200():
     """The issue's target: LIN + PER x SE planted, mass above 0.5 at n = 200
     with the default grammar."""
