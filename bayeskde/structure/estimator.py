@@ -158,9 +158,12 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         self.structure_posterior_: StructureTable = structure_table(self.posterior_)
         return self
 
-    def _predictive(self, t) -> MixturePredictive:
+    def _check_fitted(self):
         if not hasattr(self, "posterior_"):
             raise NotFittedError("StructureGPRegressor is not fitted yet; call fit")
+
+    def _predictive(self, t) -> MixturePredictive:
+        self._check_fitted()
         return mixture_predictive(self.posterior_, _series(t))
 
     def predict(self, t: ArrayLike) -> np.ndarray:
@@ -185,7 +188,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
                key=None) -> np.ndarray:
         """``(m, num_samples)`` joint draws of new observations at ``t``
         (whole trajectories; ``key`` ``None``: key 1)."""
-        self._predictive(t[:1] if hasattr(t, "__getitem__") else t)
+        self._check_fitted()
         num_samples = check_integer(num_samples, "num_samples", minimum=1)
         key = jax.random.key(1) if key is None else check_key(key)
         return mixture_sample(key, self.posterior_, _series(t), num_samples)
@@ -201,8 +204,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
                        key=None) -> dict:
         """ArviZ InferenceData of the parameters of the ``top`` most probable
         structures, keyed by expression (Laplace draws, the user's units)."""
-        if not hasattr(self, "posterior_"):
-            raise NotFittedError("StructureGPRegressor is not fitted yet; call fit")
+        self._check_fitted()
         top = check_integer(top, "top", minimum=1)
         num_draws = check_integer(num_draws, "num_draws", minimum=1)
         key = jax.random.key(2) if key is None else check_key(key)

@@ -34,6 +34,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 from jax.scipy.stats import norm
 from jaxtyping import Array, Float
+from scipy.special import ndtr
 
 from .evidence import natural_params, structure_kernel
 from .posterior import StructurePosterior
@@ -148,8 +149,6 @@ def mixture_quantiles(pred: MixturePredictive, q) -> np.ndarray:
     hi = np.max(pred.means + 10 * pred.sds, axis=0)
     lo = np.broadcast_to(lo, (q.size,) + lo.shape).copy()
     hi = np.broadcast_to(hi, (q.size,) + hi.shape).copy()
-    from scipy.special import ndtr
-
     for _ in range(80):
         mid = 0.5 * (lo + hi)
         cdf = np.einsum("c,qcm->qm", pred.weights,
@@ -169,8 +168,6 @@ def mixture_log_density(pred: MixturePredictive, y) -> Float[Array, " m"]:
 
 def _a(m, v):
     s = np.sqrt(v)
-    from scipy.special import ndtr
-
     return m * (2.0 * ndtr(m / s) - 1.0) + 2.0 * s * np.exp(
         -0.5 * (m / s) ** 2) / np.sqrt(2 * np.pi)
 
