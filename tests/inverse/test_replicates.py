@@ -5,7 +5,8 @@ import jax
 import numpy as np
 import pytest
 
-from bayeskde.inverse import InverseGPPrior, Memo, prepare_inverse_gp_data, replicates
+from bayeskde.inverse import InverseGPPrior, Memo, prepare_inverse_gp_data
+from bayeskde.inverse.replicates import replicates
 
 PRIOR = InverseGPPrior(max_degree=2, n_gamma=5, gamma_low=0.3, gamma_high=30.0)
 
