@@ -17,6 +17,7 @@ from bayeskde.inverse import (
 from bayeskde.inverse.mixture import mixture_log_likelihood_each
 from bayeskde.inverse.output_prior import log_prior
 from tests.helpers import EPS, RTOL
+from tests.inverse.rounding import term_scale
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +82,17 @@ def test_refined_modes_are_local_maxima(arm):
             # stationary: BFGS stops where its working-precision gradient's
             # largest entry is below sqrt(eps), so the true (float64) gradient
             # is below sqrt(d eps) + twice the working gradient's rounding
-            # |g - g64|, and Newton's step at most ||H^-1|| of that
+            # |g - g64|, and Newton's step at most ||H^-1|| of that; or where
+            # no step lowers f any more, within sqrt(2 ||H^-1|| eps T) of the
+            # maximum (a maximum located to sqrt(eps): f's terms, of size T,
+            # round at eps T)
             H = np.asarray(hess(y, x), float)
             step = np.linalg.solve(H, g64)
             dim = len(g)
-            bound = np.linalg.norm(np.linalg.inv(H), 2) * (
-                np.sqrt(dim * EPS) + 2 * np.linalg.norm(g - g64))
+            h_inv = np.linalg.norm(np.linalg.inv(H), 2)
+            T = term_scale(mix, ref.modes[i, j][None], d.x_test[i][None], 1.0)[0, 0]
+            bound = (h_inv * (np.sqrt(dim * EPS) + 2 * np.linalg.norm(g - g64))
+                     + np.sqrt(2 * h_inv * EPS * T))
             assert np.linalg.norm(step) <= bound, (step, bound)
     # not vacuous: at least 3 of the 8 modes moved and were checked (which of
     # them BFGS improves depends on float32 rounding: 3 or 4 across machines)
