@@ -163,7 +163,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         derivative: weight of the first-difference channels, a float or
             ``"auto"`` (0, 1 and 3 for the alignment kernel; 0 and 1 for the
             signatures; 1 for the HMM; the window kernel of the series, of
-            their differences, and their sum). A fixed ``w`` gives the window
+            their differences, their sum, and, when the training lengths vary,
+            of the series zero-padded to the longest). A fixed ``w`` gives the window
             kernel of the series (``w = 0``) or ``(K_raw + w K_diff) / (1 + w)``.
         max_length: series are shortened to at most this many frames by
             piecewise aggregate approximation (None: never).
@@ -309,7 +310,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             if fam == "window":
                 w = None if auto_w else float(self.derivative)
                 reps = ("raw",) if w == 0 else ("raw", "diff")
-                if ragged:
+                if ragged and auto_w:  # a fixed weight keeps its documented kernel
                     reps += ("padded",)
                 for rep in reps:
                     key, sub = jax.random.split(key)
