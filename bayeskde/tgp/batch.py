@@ -27,12 +27,15 @@ from .._validation import (
     check_n_features,
     check_squared_range,
 )
+from ..kernels.standard import rbf_gram
 from .energy import (
+    STATE_DTYPE,
     HSICState,
     KLState,
     hsic_coupling,
     tgp_hsic_energy,
     tgp_kl_energy,
+    tgp_kl_state,
 )
 
 __all__ = [
@@ -85,11 +88,21 @@ def tgp_energy_batch(tgp, X_test: Float[Array, "n_test d_x"]) -> TGPEnergyBatch:
         )
     model = tgp.model_
     X_test = jnp.asarray(X_test, model.X.dtype)
-    k_x, k_xx = tgp._input_kernels(X_test)
     if tgp.criterion_ == "kl":
-        u = jax.scipy.linalg.cho_solve((model.chol_in, True), k_x.T).T
-        a, b = u, k_xx + model.ridge - jnp.sum(k_x * u, axis=1)
+        # The states in float64 whatever the working precision (STATE_DTYPE).
+        with jax.enable_x64(True):
+            if tgp.transform_ is None:
+                hi = STATE_DTYPE
+                k_x = rbf_gram(X_test.astype(hi), model.X.astype(hi),
+                               model.gamma_in.astype(hi))
+                k_xx = jnp.ones((X_test.shape[0],), hi)
+            else:
+                k_x, k_xx = tgp._input_kernels(X_test)
+            a, b, *_ = jax.vmap(tgp_kl_state, (None, None, None, 0, 0, None),
+                         KLState(0, 0, None, None, None))(
+                model.chol_in, model.whiten, model.Y, k_x, k_xx, model.ridge)
     else:
+        k_x, k_xx = tgp._input_kernels(X_test)
         a, b = jax.vmap(hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
     static = (tgp.criterion_, tgp._static["basis"], tgp._static["gegenbauer_lambda"])
     return TGPEnergyBatch(a, b, model.Y, model.whiten, model.ridge, model.out, static)

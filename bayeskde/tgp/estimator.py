@@ -57,7 +57,7 @@ from .._validation import (
 from ..kernels.polynomial_transform import PolynomialKernelTransform
 from ..kernels.standard import median_gamma, rbf_gram
 from ..kernels.transforms import BASES
-from .baselines import cholesky_with_jitter, gp_predict, weighted_knn_predict
+from .baselines import gp_predict, weighted_knn_predict
 from .batch import _check_test_inputs
 from .energy import (
     CRITERIA,
@@ -76,6 +76,7 @@ from .fitting import (
     Whitening,
     _linear_init_weights,
     fit_rbf,
+    input_factor,
     linear_init_weights,
     truncated_whitening,
 )
@@ -356,7 +357,7 @@ class TwinGP(BaseEstimator):
         self.whiten_rank_ = None
         if global_kl:
             if pre is None:
-                chol_in = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
+                chol_in = input_factor(K, ridge)
                 w = truncated_whitening(G, ridge, rtol)
             else:
                 chol_in, w = pre.chol_in, pre.whitening
@@ -462,7 +463,10 @@ class TwinGP(BaseEstimator):
                 chunk = jnp.concatenate(
                     [chunk, jnp.broadcast_to(chunk[-1:], (bs - (stop - start),
                                                           X.shape[1]))])
-            sol = self._solve_batch(chunk, mesh)
+            # jax.enable_x64: the KL states in float64 whatever the working
+            # precision (STATE_DTYPE); the rest stays in X's dtype.
+            with jax.enable_x64(True):
+                sol = self._solve_batch(chunk, mesh)
             jax.block_until_ready(sol)  # no two runs of the program overlap
             parts.append(jax.tree_util.tree_map(lambda a, m=stop - start: a[:m],
                                                 sol))
@@ -533,7 +537,7 @@ class TwinGP(BaseEstimator):
         Above: the minima of E found by BFGS from the outputs of the ``n_starts``
         nearest training inputs, with Laplace masses exp(-E / tau)
         det(H / tau)^(-1/2), normalised over the minima found. This is
-        :func:`bayeskde.tgp.tgp_modes` (also :func:`bayeskde.learn.tgp_modes`)
+        :func:`bayeskde.tgp.tgp_modes`
         applied to this estimator.
 
         Args:

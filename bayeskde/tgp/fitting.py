@@ -30,9 +30,10 @@ from .._typing import ArrayLike
 from .._validation import check_data, check_gram, check_positive, check_same_length
 from ..cache import quick_jit
 from ..kernels.standard import rbf_gram
+from .energy import STATE_DTYPE
 
 __all__ = ["FitArrays", "fit_rbf", "Whitening", "truncated_whitening",
-           "linear_init_weights"]
+           "linear_init_weights", "input_gram_hi", "input_factor"]
 
 
 @jax.jit
@@ -169,7 +170,8 @@ class FitArrays(NamedTuple):
 
     Attributes:
         K, G: input and output RBF Grams (no ridge).
-        chol_in: lower factor of K + ridge I (``None`` for HSIC).
+        chol_in: lower factor of K + ridge I in float64 whatever the working
+            precision (:data:`~bayeskde.tgp.STATE_DTYPE`; ``None`` for HSIC).
         whitening: :class:`Whitening` of G + ridge I (``None`` for HSIC).
         weights: ``(d_x + 1, d_y)`` ridge linear-regression weights.
     """
@@ -181,6 +183,23 @@ class FitArrays(NamedTuple):
     weights: Float[Array, "d_x1 d_y"]
 
 
+def input_gram_hi(X, gamma_x):
+    """The input RBF Gram in :data:`~bayeskde.tgp.STATE_DTYPE` (float64) from
+    working-precision ``X`` and ``gamma_x`` (cast exactly; call under
+    ``jax.enable_x64``), so that the factor and the test rows k_x agree."""
+    hi = STATE_DTYPE
+    X = X.astype(hi)
+    return rbf_gram(X, X, jnp.asarray(gamma_x).astype(hi))
+
+
+def input_factor(K, ridge):
+    """Lower factor of K + ridge I in float64 (:data:`~bayeskde.tgp.STATE_DTYPE`)
+    with the package's jitter policy, whatever the working precision."""
+    with jax.enable_x64(True):
+        return cholesky_with_jitter(jnp.asarray(K).astype(STATE_DTYPE),
+                                    "K_X + ridge I", shift=ridge)
+
+
 @quick_jit(static_argnames="kl")
 def _fit_program(X, Y, gamma_x, gamma_y, ridge, kl):
     K = rbf_gram(X, X, gamma_x)
@@ -188,7 +207,9 @@ def _fit_program(X, Y, gamma_x, gamma_y, ridge, kl):
     weights = _linear_init_weights(X, Y)
     if not kl:
         return K, G, weights, jnp.all(jnp.isfinite(K)) & jnp.all(jnp.isfinite(G))
-    L, _, finite_k, ok = _cholesky_try(K, ridge)
+    # The factor in float64 (traced under jax.enable_x64): STATE_DTYPE.
+    L, _, finite_k, ok = _cholesky_try(input_gram_hi(X, gamma_x),
+                                       jnp.asarray(ridge).astype(STATE_DTYPE))
     lam, V, floor = _eigh_floor(G, ridge)
     return K, G, weights, finite_k & jnp.all(jnp.isfinite(G)), L, ok, lam, V, floor
 
@@ -213,11 +234,14 @@ def fit_rbf(X, Y, gamma_x: float, gamma_y: float, ridge: float, kl: bool,
     ``eigh``; one compiled program per (n, d_x, d_y, dtype).
     """
     dtype = X.dtype
-    out = _fit_program(X, Y, jnp.asarray(gamma_x, dtype), jnp.asarray(gamma_y, dtype),
-                       jnp.asarray(ridge, dtype), kl)
-    K, G, weights, finite = out[:4]
-    # One transfer for everything the host decides on.
-    finite, *host = jax.device_get((finite, *out[5:]))
+    # Under jax.enable_x64 for the float64 input factor (STATE_DTYPE); every
+    # other array of the program stays in the working precision.
+    with jax.enable_x64(True):
+        out = _fit_program(X, Y, jnp.asarray(gamma_x, dtype),
+                           jnp.asarray(gamma_y, dtype), jnp.asarray(ridge, dtype), kl)
+        K, G, weights, finite = out[:4]
+        # One transfer for everything the host decides on.
+        finite, *host = jax.device_get((finite, *out[5:]))
     if not finite:
         raise ValueError(
             "K_X or K_Y contains NaN or inf; check the data and the kernel "
@@ -227,5 +251,6 @@ def fit_rbf(X, Y, gamma_x: float, gamma_y: float, ridge: float, kl: bool,
     ok, lam, V, floor = host
     L = out[4]
     if not ok:  # the jitter policy, on the rare indefinite system
-        L = cholesky_with_jitter(K, "K_X + ridge I", shift=ridge)
+        with jax.enable_x64(True):
+            L = input_factor(input_gram_hi(X, jnp.asarray(gamma_x, dtype)), ridge)
     return FitArrays(K, G, L, select_whitening(lam, V, floor, ridge, rtol), weights)

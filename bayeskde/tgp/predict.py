@@ -14,13 +14,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
 from ..cache import quick_jit
 from ..kernels.standard import rbf_gram
 from .energy import (
+    STATE_DTYPE,
     HSICState,
     KLState,
     OutputKernel,
@@ -113,14 +113,17 @@ def _predict_global(
     y_lin = _init(model, X_test)
     energy = _energy(criterion, basis, gegenbauer_lambda, model.out)
     if k_x is None:  # RBF input kernel without a transform: evaluated here
-        k_x = rbf_gram(X_test, model.X, model.gamma_in)
-        k_xx = jnp.ones((X_test.shape[0],), X_test.dtype)
-    # States of all test points at once (one multi-right-hand-side solve); the
-    # shared arrays stay unbatched (axis None).
+        # in the state's precision for KL (STATE_DTYPE), as the fit's factor
+        hi = STATE_DTYPE if criterion == "kl" else X_test.dtype
+        k_x = rbf_gram(X_test.astype(hi), model.X.astype(hi),
+                       model.gamma_in.astype(hi))
+        k_xx = jnp.ones((X_test.shape[0],), hi)
+    # States of all test points at once (one multi-right-hand-side solve under
+    # vmap); the shared arrays stay unbatched (axis None).
     if criterion == "kl":
-        u = jsl.cho_solve((model.chol_in, True), k_x.T).T
-        eta = k_xx + model.ridge - jnp.sum(k_x * u, axis=1)
-        state = KLState(u, eta, model.Y, model.whiten, model.ridge)
+        state = jax.vmap(tgp_kl_state, (None, None, None, 0, 0, None),
+                         KLState(0, 0, None, None, None))(
+            model.chol_in, model.whiten, model.Y, k_x, k_xx, model.ridge)
         axes = KLState(0, 0, None, None, None)
     else:
         c, m_nn = jax.vmap(hsic_coupling, (None, 0, 0))(model.K_in, k_x, k_xx)
@@ -152,20 +155,24 @@ def _predict_local_impl(
     def one(args):
         y_t, idx_t, x_t, kx_t, kxx_t = args
         Xn, Y = model.X[idx_t], model.Y[idx_t]
+        # KL's input side in the state's precision (STATE_DTYPE), HSIC's not.
+        hi = STATE_DTYPE if criterion == "kl" else Xn.dtype
         if model.K_in is None:  # no transform: the neighbourhood's own Grams
-            K = rbf_gram(Xn, Xn, model.gamma_in)
-            kx = rbf_gram(x_t[None, :], Xn, model.gamma_in)[0]
+            Xh, gh = Xn.astype(hi), model.gamma_in.astype(hi)
+            K = rbf_gram(Xh, Xh, gh)
+            kx = rbf_gram(x_t[None, :].astype(hi), Xh, gh)[0]
         else:
             K = model.K_in[idx_t][:, idx_t]
             kx = kx_t[idx_t]
         if criterion == "kl":
-            chol_in = jnp.linalg.cholesky(K + model.ridge * eye)
+            chol_in = jnp.linalg.cholesky(
+                K.astype(hi) + model.ridge.astype(hi) * eye.astype(hi))
             G = (rbf_gram(Y, Y, model.out.gamma) if model.K_out is None
                  else model.K_out[idx_t][:, idx_t])
             whiten = _whiten(G + model.ridge * eye)[0]
             state = tgp_kl_state(chol_in, whiten, Y, kx, kxx_t, model.ridge)
         else:
-            state = tgp_hsic_state(K, Y, kx, kxx_t)
+            state = tgp_hsic_state(K.astype(Y.dtype), Y, kx.astype(Y.dtype), kxx_t)
         y0 = _choose_start(energy, y_t, Y[:init_neighbors], state, init)
         return tgp_minimize(energy, y0, state, max_iter=max_iter, tol=tol)
 

@@ -175,6 +175,85 @@ def test_one_dimensional_outputs_and_sshape_fit():
     np.testing.assert_allclose(pred[:5], t[:5], atol=0.05)
 
 
+def _sshape_published(n_test):
+    """S-shape, 500 training points, the original release's settings (bench/tgp.py),
+    fitted in the working precision on float64-drawn data."""
+    from bayeskde.datasets import make_sshape
+
+    with jax.enable_x64(True):
+        d = make_sshape(jax.random.key(1), n_train=500)
+        X, Y = np.asarray(d.x_train)[:, None], np.asarray(d.t_train)[:, None]
+        Z = np.asarray(d.x_test)[::500 // n_test][:n_test, None]
+    dt = np.dtype(jnp.result_type(float))
+    X, Y, Z = (a.astype(dt).astype(np.float64) for a in (X, Y, Z))
+    tgp = TwinGP("kl", gamma_x=0.2, gamma_y=20.0, ridge=1e-4).fit(
+        X.astype(dt), Y.astype(dt))
+    return tgp, X, Y, Z
+
+
+def test_kl_states_are_float64_accurate_in_both_precisions():
+    # K_X + ridge I has condition number 5e6 here: u = K^-1 k_x from a float32
+    # factor and float32 kernel values was 10-170% off (the predictions moved
+    # to the other branch, MAE +0.014 over seeds 0-9). The states are computed
+    # in float64 whatever the working precision (STATE_DTYPE); the oracle is
+    # NumPy's float64 solve on the same (working-precision) data.
+    from bayeskde.tgp import tgp_energy_batch
+
+    tgp, X, Y, Z = _sshape_published(50)
+    g = float(np.asarray(tgp.model_.gamma_in))  # the model's rate, as stored
+    K = _rbf(X, X, g) + 1e-4 * np.eye(len(X))
+    kx = _rbf(Z, X, g)
+    u = np.linalg.solve(K, kx.T).T
+    eta = 1 + float(np.asarray(tgp.model_.ridge, np.float64)) - np.sum(kx * u, 1)
+    batch = tgp_energy_batch(tgp, jnp.asarray(Z, tgp.model_.X.dtype))
+    scale = np.abs(u).max()
+    # float64: the solve's own error, cond(K) eps = 5e6 x 2e-16; float32: the
+    # rounding of that float64 result to float32.
+    tol = 1e-8 if X64 else 1e-6
+    np.testing.assert_allclose(np.asarray(batch.a, np.float64), u, rtol=0,
+                               atol=tol * scale)
+    np.testing.assert_allclose(np.asarray(batch.b, np.float64), eta,
+                               rtol=tol * 10)
+    assert batch.a.dtype == tgp.model_.X.dtype
+
+
+def test_float32_predictions_follow_the_float64_reference_on_the_sshape():
+    # The oracle: the original release's per-point loop in NumPy float64 (two
+    # Cholesky solves, SciPy BFGS from the same linear start, gtol 1e-6), as
+    # bench/tgp.py's peer. Before the float64 states, float32 landed 0.02-0.1
+    # away on average (seed 1: MAE 0.164 against 0.111).
+    tgp, X, Y, Z = _sshape_published(40)
+    r = 1e-4
+    cK = np.linalg.cholesky(_rbf(X, X, 0.2) + r * np.eye(len(X)))
+    cG = np.linalg.cholesky(_rbf(Y, Y, 20.0) + r * np.eye(len(Y)))
+
+    def solve(L, b):
+        return np.linalg.solve(L.T, np.linalg.solve(L, b))
+
+    W = np.asarray(tgp.init_weights_, np.float64)
+    ref = []
+    for z in Z:
+        kx = _rbf(X, z[None], 0.2)[:, 0]
+        u = solve(cK, kx)
+        eta = 1 + r - kx @ u
+
+        def energy(y, u=u, eta=eta):
+            d = Y[:, 0] - y[0]
+            ky = np.exp(-20.0 * d * d)
+            v = solve(cG, ky)
+            s = 1 + r - ky @ v
+            dky = 40.0 * d * ky
+            return (1 + r - 2 * u @ ky - eta * np.log(s),
+                    np.array([-2 * u @ dky + eta * 2 * (v @ dky) / s]))
+
+        ref.append(scipy.optimize.minimize(
+            energy, W[0] + z @ W[1:], jac=True, method="BFGS",
+            options={"gtol": 1e-6}).x[0])
+    pred = np.asarray(tgp.predict(Z.astype(tgp.model_.X.dtype)), np.float64)[:, 0]
+    # float32 stops at its round-off floor: |y - y*| ~ sqrt(eps) relative.
+    np.testing.assert_allclose(pred, ref, atol=1e-5 if X64 else 2e-3)
+
+
 def test_degree_one_transform_is_no_transform(problem, rng):
     X, Y, _, gx, gy, ridge = problem
     Z = rng.uniform(-0.8, 0.8, size=(5, 2))
@@ -303,7 +382,8 @@ def test_transformed_gradient_matches_central_differences(problem, rng, criterio
     m = tgp.model_
     kx, kxx = tgp._input_kernels(jnp.asarray(x[None]))
     if criterion == "kl":
-        state = tgp_kl_state(m.chol_in, m.whiten, m.Y, kx[0], kxx[0], m.ridge)
+        with jax.enable_x64(True):  # the fit's factor is float64 (STATE_DTYPE)
+            state = tgp_kl_state(m.chol_in, m.whiten, m.Y, kx[0], kxx[0], m.ridge)
         fn = tgp_kl_energy
     else:
         state = tgp_hsic_state(m.K_in, m.Y, kx[0], kxx[0])
