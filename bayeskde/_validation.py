@@ -134,6 +134,8 @@ def as_float_array(x, name: str, *, ndim: int | None = None, allow_empty=False):
             NaN/inf, or values that overflow/underflow the working dtype.
     """
     _reject_sparse(x, name)
+    if x is None:
+        raise TypeError(f"{name} must be an array of numbers, got None")
     try:
         arr = np.asarray(x)
     except Exception as err:  # ragged lists and the like

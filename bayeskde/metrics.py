@@ -32,7 +32,12 @@ from jax.scipy.stats import norm
 from jaxtyping import Array, Float
 
 from ._typing import ArrayLike
-from ._validation import as_float_array, check_integer
+from ._validation import (
+    as_float_array,
+    check_choice,
+    check_finite,
+    check_integer,
+)
 
 __all__ = [
     "crps_gaussian",
@@ -56,6 +61,34 @@ def _check_same_rows(a, b, name_a, name_b):
         )
 
 
+def _observations(y, n_test, name="y"):
+    """``y`` as a finite ``(n_test,)`` array (a ``(n_test, 1)`` column is
+    accepted), refused with its shape otherwise."""
+    y = as_float_array(y, name)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != n_test:
+        raise ValueError(
+            f"{name} must have shape ({n_test},) (one observation per test point), "
+            f"got {y.shape}")
+    return y
+
+
+def _gaussian(mean, sd, y):
+    """mean, sd and y as finite arrays of y's shape (mean and sd may be scalars);
+    sd > 0 everywhere."""
+    y = as_float_array(y, "y")
+    mean, sd = as_float_array(mean, "mean"), as_float_array(sd, "sd")
+    for a, n in ((mean, "mean"), (sd, "sd")):
+        if a.shape not in ((), y.shape):
+            raise ValueError(
+                f"{n} must have y's shape {y.shape} (or be a scalar), got {a.shape}")
+    if not bool(jnp.all(sd > 0)):
+        bad = np.flatnonzero(~(np.asarray(sd).reshape(-1) > 0))[:5].tolist()
+        raise ValueError(f"sd must be > 0 everywhere; not at flat index {bad}")
+    return mean, sd, y
+
+
 def crps_gaussian(
     mean: Float[ArrayLike, " n_test"], sd: Float[ArrayLike, " n_test"],
     y: Float[ArrayLike, " n_test"],
@@ -65,12 +98,11 @@ def crps_gaussian(
     / sd. O(n_test).
 
     Raises:
-        ValueError: a non-positive ``sd``.
+        ValueError: a non-positive ``sd``; ``mean`` or ``sd`` of another shape
+            than ``y`` (scalars are broadcast); NaN/inf; empty arrays.
+        TypeError: non-numeric input.
     """
-    mean, sd, y = (jnp.asarray(as_float_array(a, n)) for a, n in
-                   ((mean, "mean"), (sd, "sd"), (y, "y")))
-    if not bool(jnp.all(sd > 0)):
-        raise ValueError("sd must be > 0 everywhere")
+    mean, sd, y = _gaussian(mean, sd, y)
     z = (y - mean) / sd
     return sd * (z * (2.0 * norm.cdf(z) - 1.0) + 2.0 * norm.pdf(z)
                  - 1.0 / jnp.sqrt(jnp.pi))
@@ -80,9 +112,12 @@ def log_density_gaussian(
     mean: Float[ArrayLike, " n_test"], sd: Float[ArrayLike, " n_test"],
     y: Float[ArrayLike, " n_test"],
 ) -> Float[Array, " n_test"]:
-    """log N(y; mean, sd^2) per test point. O(n_test)."""
-    mean, sd, y = (jnp.asarray(as_float_array(a, n)) for a, n in
-                   ((mean, "mean"), (sd, "sd"), (y, "y")))
+    """log N(y; mean, sd^2) per test point. O(n_test).
+
+    Raises:
+        ValueError, TypeError: as :func:`crps_gaussian`.
+    """
+    mean, sd, y = _gaussian(mean, sd, y)
     return norm.logpdf(y, mean, sd)
 
 
@@ -99,22 +134,30 @@ def _crps_sorted(z, p, y):
 
 
 def _discrete(support, probs, y):
-    probs = jnp.asarray(as_float_array(probs, "probs"))
-    y = jnp.asarray(as_float_array(y, "y")).reshape(-1)
-    support = jnp.asarray(as_float_array(support, "support"), probs.dtype)
+    """Validated (support, probs, y), sorted by support, probs normalised per
+    row; ``y=None`` stands for no observations (zeros)."""
+    probs = as_float_array(probs, "probs")
     if probs.ndim != 2:
         raise ValueError(f"probs must be 2-D (n_test, n_support), got {probs.shape}")
-    if support.ndim == 1:
-        support = jnp.broadcast_to(support, probs.shape)
-    if support.shape != probs.shape:
+    y = (jnp.zeros(probs.shape[0], probs.dtype) if y is None
+         else _observations(y, probs.shape[0]))
+    support = as_float_array(support, "support")
+    if support.shape not in ((probs.shape[1],), probs.shape):
         raise ValueError(
-            f"support must have shape (n_support,) or {probs.shape}, got "
-            f"{support.shape}"
+            f"support must have shape ({probs.shape[1]},) (shared) or {probs.shape} "
+            f"(per test point), matching probs {probs.shape}; got {support.shape}"
         )
-    _check_same_rows(probs, y, "probs", "y")
+    support = jnp.broadcast_to(support, probs.shape)
     if bool(jnp.any(probs < 0)):
         raise ValueError("probs must be non-negative")
-    probs = probs / jnp.sum(probs, axis=1, keepdims=True)
+    total = jnp.sum(probs, axis=1, keepdims=True)
+    if not bool(jnp.all(total > 0)):
+        rows = np.flatnonzero(~(np.asarray(total)[:, 0] > 0))
+        raise ValueError(
+            f"probs must have positive mass in every row; row(s) "
+            f"{rows[:5].tolist()}{' ...' if len(rows) > 5 else ''} sum to zero "
+            f"(or underflow {probs.dtype})")
+    probs = probs / total
     order = jnp.argsort(support, axis=1)
     return (jnp.take_along_axis(support, order, 1),
             jnp.take_along_axis(probs, order, 1), y.astype(probs.dtype))
@@ -136,6 +179,14 @@ def crps_discrete(
     For a density on a uniform grid pass density times cell width; the score is
     then the CRPS of the grid-discretised predictive, within O(cell width) of
     the continuous one. Cost O(n_test n_support log n_support).
+
+    Raises:
+        ValueError: ``probs`` not 2-D, negative, or with a row of zero mass;
+            ``support`` not ``(n_support,)`` or ``(n_test, n_support)``; ``y``
+            not ``(n_test,)``; NaN/inf or empty arrays. The same holds for
+            :func:`pit_discrete`, :func:`interval_discrete` and
+            :func:`coverage_discrete`.
+        TypeError: non-numeric input.
     """
     return _crps_sorted(*_discrete(support, probs, y))
 
@@ -158,17 +209,51 @@ def log_density_grid(
 ) -> Float[Array, " n_test"]:
     """log p(y) of a density tabulated on a uniform 1-D grid, normalised here so
     that sum p dz = 1 (midpoint rule) and read at y by linear
-    interpolation of the density; -inf outside the grid. O(n_test n_grid)."""
-    grid = jnp.asarray(as_float_array(grid, "grid")).reshape(-1)
-    logd = jnp.asarray(log_density, grid.dtype)  # -inf (zero density) allowed
-    if bool(jnp.any(jnp.isnan(logd) | (logd == jnp.inf))):
-        raise ValueError("log_density must not contain NaN or +inf")
-    y = jnp.asarray(as_float_array(y, "y"), grid.dtype).reshape(-1)
+    interpolation of the density; -inf outside the grid. O(n_test n_grid).
+
+    Raises:
+        ValueError: a grid that is not 1-D, has fewer than 2 points or is not
+            increasing and uniform; ``log_density`` not ``(n_test, n_grid)``,
+            holding NaN or +inf, or with a row that is -inf everywhere (no
+            mass); ``y`` not ``(n_test,)`` or not finite.
+        TypeError: non-numeric input.
+    """
+    grid = as_float_array(grid, "grid", ndim=1)
+    if grid.shape[0] < 2:
+        raise ValueError(f"grid needs at least 2 points, got {grid.shape[0]}")
+    gaps = np.diff(np.asarray(grid, np.float64))
+    dz = (float(grid[-1]) - float(grid[0])) / (grid.shape[0] - 1)
+    # Uniform up to the rounding of a linspace in the working dtype.
+    if not (np.all(gaps > 0) and np.max(np.abs(gaps - dz)) <= 1e-2 * dz):
+        raise ValueError("grid must be increasing with uniform spacing (the "
+                         "normalisation is the midpoint rule), got gaps from "
+                         f"{gaps.min():.3g} to {gaps.max():.3g}")
+    try:
+        logd = np.asarray(log_density)
+    except Exception as err:
+        raise TypeError("log_density must be array-like, got "
+                        f"{type(log_density).__name__}") from err
+    if logd.dtype.kind not in "biuf":
+        raise TypeError(
+            f"log_density must hold numbers, got an array of dtype {logd.dtype}")
     if logd.ndim != 2 or logd.shape[1] != grid.shape[0]:
         raise ValueError(f"log_density must have shape (n_test, {grid.shape[0]}), "
                          f"got {logd.shape}")
-    _check_same_rows(logd, y, "log_density", "y")
-    dz = (grid[-1] - grid[0]) / (grid.shape[0] - 1)
+    if np.any(np.isnan(logd) | (logd == np.inf)):
+        raise ValueError("log_density must not contain NaN or +inf")
+    if logd.shape[0] == 0:
+        raise ValueError("log_density is empty (shape (0, n_grid)); need at least "
+                         "one test point")
+    empty = ~np.any(np.isfinite(logd), axis=1)  # -inf (zero density) allowed
+    if np.any(empty):
+        raise ValueError(f"log_density row(s) {np.flatnonzero(empty)[:5].tolist()} "
+                         "are -inf everywhere (no mass to normalise)")
+    logd = np.asarray(logd, grid.dtype)
+    if np.any(logd == np.inf):
+        raise ValueError(f"log_density overflows {logd.dtype} (values above "
+                         f"{float(np.finfo(logd.dtype).max):.3g})")
+    logd = jnp.asarray(logd)
+    y = _observations(y, logd.shape[0])
     logd = logd - (logsumexp(logd, axis=1, keepdims=True) + jnp.log(dz))
     dens = jax.vmap(lambda yy, d: jnp.interp(yy, grid, jnp.exp(d), left=0.0,
                                              right=0.0))(y, logd)
@@ -193,10 +278,8 @@ def interval_discrete(
     """The central ``level`` interval [q_(1-level)/2, q_(1+level)/2] per test
     point; a quantile q_a is the smallest support point with F >= a.
     O(n_test n_support log n_support)."""
-    if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    n = jnp.asarray(probs).shape[0]
-    z, p, _ = _discrete(support, probs, jnp.zeros(n))
+    level = _check_level(level)
+    z, p, _ = _discrete(support, probs, None)
     F = jnp.cumsum(p, axis=1)
 
     def quantile(a):
@@ -206,15 +289,22 @@ def interval_discrete(
     return quantile((1.0 - level) / 2.0), quantile((1.0 + level) / 2.0)
 
 
+def _check_level(level):
+    level = check_finite(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    return level
+
+
 def coverage_discrete(
     support: Float[ArrayLike, "..."], probs: Float[ArrayLike, "n_test n_support"],
     y: Float[ArrayLike, " n_test"], level: float = 0.9,
 ) -> Float[Array, " n_test"]:
     """1.0 where y lies in the central ``level`` interval
     (:func:`interval_discrete`), else 0.0; its mean is the empirical coverage."""
-    lo, hi = interval_discrete(support, probs, level)
-    y = jnp.asarray(as_float_array(y, "y"), lo.dtype).reshape(-1)
-    _check_same_rows(lo, y, "probs", "y")
+    level = _check_level(level)
+    z, p, y = _discrete(support, probs, y)
+    lo, hi = interval_discrete(z, p, level)
     return ((lo <= y) & (y <= hi)).astype(lo.dtype)
 
 
@@ -269,7 +359,10 @@ def c2st(
     Raises:
         ValueError: arrays that are not 2-D, that disagree in width, hold
             NaN/inf, have fewer rows than ``n_folds``, or (with ``z_score``) a
-            reference column of zero spread.
+            reference column of zero spread; a ``seed`` outside [0, 2^32 - 1];
+            an unknown ``scoring`` name; ``z_score`` not a bool.
+        TypeError: non-numeric arrays, a non-integer ``seed`` or ``n_folds``,
+            a ``scoring`` that is not a str.
 
     Cost: training the MLP n_folds times on (n_reference + n_samples) rows,
     O(epochs (n_reference + n_samples) d^2) time; about a minute per call at
@@ -278,6 +371,16 @@ def c2st(
     from sklearn.model_selection import KFold, cross_val_score
     from sklearn.neural_network import MLPClassifier
 
+    seed = check_integer(seed, "seed", minimum=0, maximum=2**32 - 1)
+    check_choice(z_score, "z_score", (True, False))
+    if not isinstance(scoring, str):
+        raise TypeError(f"scoring must be a scikit-learn scorer name (a str), got "
+                        f"{type(scoring).__name__} {scoring!r}")
+    from sklearn.metrics import get_scorer_names
+
+    if scoring not in get_scorer_names():
+        raise ValueError(f"scoring must be a scikit-learn scorer name such as "
+                         f"'accuracy' or 'roc_auc', got {scoring!r}")
     ref = np.asarray(as_float_array(reference, "reference", ndim=2), np.float32)
     smp = np.asarray(as_float_array(samples, "samples", ndim=2), np.float32)
     if ref.shape[1] != smp.shape[1]:

@@ -1,11 +1,18 @@
-"""Proper scores against closed forms and brute force."""
+"""Proper scores against closed forms and brute force; bad input refused by name."""
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
 from bayeskde import metrics
-from tests.conftest import X64
+from tests.conftest import ROOT, X64
 
 
 def test_crps_gaussian_matches_integral_definition(tol):
@@ -114,6 +121,100 @@ def test_best_of_k_brute_force(rng, tol):
 def test_bad_input_raises(bad):
     with pytest.raises(ValueError):
         bad()
+
+
+#: (call, error, message pattern): run in a child process without the suite's
+#: jaxtyping hook, whose own TypeCheckError would answer first for annotated
+#: arguments; these are the messages a user reads.
+BAD = [
+    # Gaussian scores: mismatched shapes (issue 40), sd <= 0, NaN, empty, strings.
+    ("crps_gaussian(Y, Y, np.ones(4))", "ValueError",
+     r"mean must have y's shape \(4,\)"),
+    ("crps_gaussian(Y, np.ones(2), Y)", "ValueError", r"sd must have y's shape"),
+    ("log_density_gaussian(Y, Y, np.ones(4))", "ValueError", r"mean must have y's"),
+    ("log_density_gaussian(Y, -Y, Y)", "ValueError", r"sd must be > 0"),
+    ("crps_gaussian(Y, Y, [np.nan, 0, 0])", "ValueError", r"y contains NaN"),
+    ("crps_gaussian([], [], [])", "ValueError", r"is empty"),
+    ("crps_gaussian('a', Y, Y)", "TypeError", r"mean must hold numbers"),
+    # Discrete scores: a row without mass (issue 40: NaN), shapes, y, support.
+    ("crps_discrete(S, ZERO_ROW, Y)", "ValueError",
+     r"probs must have positive mass in every row; row\(s\) \[0\]"),
+    ("pit_discrete(S, ZERO_ROW, Y)", "ValueError", r"positive mass"),
+    ("interval_discrete(S, np.zeros((3, 4)))", "ValueError", r"positive mass"),
+    ("crps_discrete(S, P, np.ones(5))", "ValueError",
+     r"y must have shape \(3,\).*got \(5,\)"),
+    ("crps_discrete(S, P, np.ones((3, 2)))", "ValueError",
+     r"y must have shape \(3,\).*got \(3, 2\)"),
+    ("crps_discrete(np.linspace(0, 1, 5), P, Y)", "ValueError",
+     r"support must have shape \(4,\) \(shared\) or \(3, 4\)"),
+    ("crps_discrete(S, P * np.nan, Y)", "ValueError", r"probs contains NaN"),
+    ("crps_discrete('abcd', P, Y)", "TypeError", r"support must hold numbers"),
+    ("crps_samples(np.ones((3, 5)), np.ones(4))", "ValueError",
+     r"y must have shape \(3,\)"),
+    ("coverage_discrete(S, P, np.ones(5))", "ValueError", r"y must have shape"),
+    ("interval_discrete(S, None)", "TypeError",
+     r"probs must be an array of numbers, got None"),
+    ("interval_discrete(S, P, 'a')", "TypeError", r"level must be a real number"),
+    ("coverage_discrete(S, P, Y, np.nan)", "ValueError", r"level must be finite"),
+    # Gridded log density: the grid, a row of zero density, strings.
+    ("log_density_grid(np.zeros(1), np.zeros((3, 1)), Y)", "ValueError",
+     r"grid needs at least 2 points"),
+    ("log_density_grid(S[::-1], np.zeros((3, 4)), Y)", "ValueError",
+     r"grid must be increasing"),
+    ("log_density_grid(np.array([0, 0.1, 0.5, 1]), np.zeros((3, 4)), Y)",
+     "ValueError", r"uniform spacing"),
+    ("log_density_grid(np.ones((2, 2)), np.zeros((3, 4)), Y)", "ValueError",
+     r"grid must be 1-dimensional"),
+    ("log_density_grid(S, np.array([[-np.inf] * 4, [0] * 4, [0] * 4]), Y)",
+     "ValueError", r"row\(s\) \[0\] are -inf everywhere"),
+    ("log_density_grid(S, 'abcd', Y)", "TypeError", r"log_density must hold"),
+    ("log_density_grid(S, np.zeros((3, 4)), np.ones(5))", "ValueError",
+     r"y must have shape \(3,\)"),
+    # C2ST's settings.
+    ("c2st(np.ones((10, 2)), np.ones((10, 2)), seed='a')", "TypeError",
+     r"seed must be an integer"),
+    ("c2st(np.ones((10, 2)), np.ones((10, 2)), seed=-1)", "ValueError",
+     r"seed must be >= 0"),
+    ("c2st(np.ones((10, 2)), np.ones((10, 2)), scoring='nope')", "ValueError",
+     r"scoring must be a scikit-learn scorer name"),
+    ("c2st(np.ones((10, 2)), np.ones((10, 2)), scoring=len)", "TypeError",
+     r"scoring must be a scikit-learn scorer name \(a str\)"),
+    ("c2st(np.ones((10, 2)), np.ones((10, 2)), z_score='no')", "ValueError",
+     r"z_score must be one of \(True, False\)"),
+]
+
+_CHILD = """
+import json, sys
+import numpy as np
+from bayeskde.metrics import *
+S, P, Y = np.linspace(0.0, 1.0, 4), np.full((3, 4), 0.25), np.array([0.1, 0.5, 0.9])
+ZERO_ROW = np.array([[0.0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]])
+out = {}
+for call in json.loads(sys.argv[1]):
+    try:
+        eval(call)
+        out[call] = ["no error", ""]
+    except Exception as err:
+        out[call] = [type(err).__name__, str(err)]
+print(json.dumps(out))
+"""
+
+
+@functools.cache
+def _as_a_user_sees_them() -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps([c for c, _, _ in BAD])],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("call, error, match", BAD, ids=[c for c, _, _ in BAD])
+def test_bad_input_names_the_argument(call, error, match):
+    got, message = _as_a_user_sees_them()[call]
+    assert got == error, (got, message)
+    assert re.search(match, message), message
 
 
 def test_dtype_follows_precision():

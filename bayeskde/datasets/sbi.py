@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bz2
 import io
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +47,7 @@ from jax.scipy.special import logsumexp
 from jaxtyping import Array, Float
 
 from .._typing import ArrayLike
-from .._validation import check_integer, check_key
+from .._validation import as_float_array, check_integer, check_key
 
 __all__ = [
     "SBI_TASKS",
@@ -131,30 +132,38 @@ class SBIPairs(NamedTuple):
     x: np.ndarray
 
 
+def _numeric(a, name: str):
+    """``a`` as a finite float JAX array of the working precision, refused by
+    :func:`~bayeskde._validation.as_float_array` (non-numeric, empty, NaN/inf)
+    where concrete; tracers pass through unchecked."""
+    if isinstance(a, jax.core.Tracer):
+        return a
+    return as_float_array(a, name)
+
+
 def _check_theta(theta, d: int, name: str = "theta"):
-    """``theta`` as a JAX array ``(n, d)``; NaN/inf refused where concrete
-    (the check is skipped under ``jit``, where values are not known)."""
-    theta = jnp.asarray(theta)
+    """``theta`` as a JAX array ``(n, d)``, n >= 1; NaN/inf refused where
+    concrete (the check is skipped under ``jit``, where values are not known)."""
+    if not isinstance(theta, jax.core.Tracer):
+        if np.ndim(theta) == 2 and np.shape(theta)[0] == 0:
+            raise ValueError(f"{name} is empty (shape {np.shape(theta)}); need at "
+                             "least one row")
+        theta = _numeric(theta, name)
     if not jnp.issubdtype(theta.dtype, jnp.floating):
         theta = theta.astype(jnp.result_type(float))
     if theta.ndim != 2 or theta.shape[1] != d:
         raise ValueError(f"{name} must have shape (n, {d}), got {theta.shape}")
-    if not isinstance(theta, jax.core.Tracer) and not bool(
-            jnp.all(jnp.isfinite(theta))):
-        raise ValueError(f"{name} contains NaN or inf")
     return theta
 
 
 def _check_x(x, theta, d: int):
     """Data ``(d,)`` (broadcast to every row of theta) or ``(n, d)``."""
-    x = jnp.asarray(x, theta.dtype)
+    x = jnp.asarray(_numeric(x, "x"), theta.dtype)
     if x.ndim == 1:
         x = x[None, :]
     if x.ndim != 2 or x.shape[1] != d or x.shape[0] not in (1, theta.shape[0]):
         raise ValueError(f"x must have shape ({d},) or ({theta.shape[0]}, {d}), "
                          f"got {x.shape}")
-    if not isinstance(x, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(x))):
-        raise ValueError("x contains NaN or inf")
     return jnp.broadcast_to(x, (theta.shape[0], d))
 
 
@@ -294,9 +303,13 @@ _BUILDERS = {"two_moons": two_moons, "gaussian_mixture": gaussian_mixture,
              "gaussian_linear_uniform": gaussian_linear_uniform}
 
 
-def _check_name(name) -> str:
+def _check_name(name, arg: str = "name") -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{arg} must be a task name, a str among {SBI_TASKS}; got "
+                        f"{type(name).__name__} {name!r}")
     if name not in _BUILDERS:
-        raise ValueError(f"task must be one of {SBI_TASKS}, got {name!r}")
+        raise ValueError(f"{arg} must be a task name, one of {SBI_TASKS}; got "
+                         f"{name!r}")
     return name
 
 
@@ -305,6 +318,7 @@ def sbi_task(name: str) -> SBITask:
 
     Raises:
         ValueError: an unknown name.
+        TypeError: a name that is not a str (a list of names, say).
     """
     return _BUILDERS[_check_name(name)]()
 
@@ -383,6 +397,8 @@ def reference_posterior(name: str, num_observation: int = 1, *, source=None
     Raises:
         ValueError: an unknown task or observation number, or
             ``source=None`` with an observation other than 1.
+        TypeError: a ``name`` that is not a str, a non-integer
+            ``num_observation``, a ``source`` that is not a path.
         FileNotFoundError: ``source`` does not hold the file (the message says
             how to get the wheel: ``pip download --no-deps sbibm==1.1.0 -d
             DIR``).
@@ -400,4 +416,8 @@ def reference_posterior(name: str, num_observation: int = 1, *, source=None
                 f"bayeskde, got num_observation={i}; for the full references "
                 f"run `{_GET_WHEEL}` and pass source=<that wheel or folder>")
         return _read_csv(_DATA / f"{name}_reference_1.csv")
+    if not isinstance(source, str | os.PathLike):
+        raise TypeError(f"source must be None or a path (str or os.PathLike) to "
+                        f"the sbibm {SBIBM_VERSION} wheel or a folder, got "
+                        f"{type(source).__name__} {source!r}")
     return _read_reference(source, name, i)

@@ -8,6 +8,12 @@ through the simulators land nearer the observation than prior draws do. The
 C2ST tests use small samples (its cost is the MLP's training)."""
 
 import bz2
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
 import zipfile
 
 import jax
@@ -27,6 +33,7 @@ from bayeskde.datasets import (
     two_moons,
 )
 from bayeskde.metrics import c2st
+from tests.conftest import ROOT
 from tests.helpers import count_compilations
 
 N_MC = 20_000
@@ -242,9 +249,9 @@ def test_sbi_bad_inputs_are_refused():
         task.log_likelihood(jnp.zeros((4, 2)), jnp.zeros((3, 2)))
     with pytest.raises(ValueError, match="x contains NaN"):
         task.log_likelihood(jnp.zeros((4, 2)), jnp.array([np.nan, 0.0]))
-    with pytest.raises(ValueError, match="task must be one of"):
+    with pytest.raises(ValueError, match="name must be a task name, one of"):
         sbi_task("slcp")
-    with pytest.raises(ValueError, match="task must be one of"):
+    with pytest.raises(ValueError, match="name must be a task name, one of"):
         reference_posterior("slcp")
     with pytest.raises(ValueError, match="num_observation must be >= 1"):
         reference_posterior("two_moons", 11)
@@ -271,6 +278,74 @@ def test_c2st_same_distribution_is_about_half(moons_ref):
 def test_c2st_prior_against_reference_is_near_one(moons_ref):
     prior = np.asarray(two_moons().prior.sample(jax.random.key(0), (400,)))
     assert c2st(moons_ref[:400], prior) > 0.9
+
+
+#: (call, error, message pattern), run in a child process without the suite's
+#: jaxtyping hook (its TypeCheckError would answer first for annotated
+#: arguments): the messages a user reads.
+BAD = [
+    # Issue 40: a list as a task name gave Python's "unhashable type".
+    ("sbi_task(['two_moons'])", "TypeError",
+     r"name must be a task name, a str among .*got list"),
+    ("sbi_task(None)", "TypeError", r"name must be a task name"),
+    ("reference_posterior(['two_moons'])", "TypeError", r"name must be a task name"),
+    ("reference_posterior('two_moons', '1')", "TypeError",
+     r"num_observation must be an integer"),
+    ("reference_posterior('two_moons', 2, source=5)", "TypeError",
+     r"source must be None or a path"),
+    ("make_sbi_pairs(jax.random.key(0), two_moons(), 10.0)", "TypeError",
+     r"num_simulations must be an integer"),
+    ("two_moons().simulate(jax.random.key(0), 'abc')", "TypeError",
+     r"theta must hold numbers"),
+    ("two_moons().simulate(jax.random.key(0), None)", "TypeError",
+     r"theta must be an array of numbers, got None"),
+    ("two_moons().simulate(jax.random.key(0), np.zeros((0, 2)))", "ValueError",
+     r"theta is empty"),
+    ("gaussian_mixture().log_likelihood(np.zeros((3, 2)), 'ab')", "TypeError",
+     r"x must hold numbers"),
+    ("gaussian_linear_uniform().log_likelihood(np.zeros((3, 10)), np.zeros(3))",
+     "ValueError", r"x must have shape \(10,\) or \(3, 10\)"),
+]
+
+_CHILD = """
+import json, sys
+import jax
+import numpy as np
+from bayeskde.datasets import *
+out = {}
+for call in json.loads(sys.argv[1]):
+    try:
+        eval(call)
+        out[call] = ["no error", ""]
+    except Exception as err:
+        out[call] = [type(err).__name__, str(err)]
+print(json.dumps(out))
+"""
+
+
+@functools.cache
+def _as_a_user_sees_them() -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps([c for c, _, _ in BAD])],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("call, error, match", BAD, ids=[c for c, _, _ in BAD])
+def test_sbi_bad_inputs_name_the_argument(call, error, match):
+    got, message = _as_a_user_sees_them()[call]
+    assert got == error, (got, message)
+    assert re.search(match, message), message
+
+
+def test_log_likelihood_still_traces_under_jit():
+    # The checks skip tracers: NUTS and the inverse model call it inside jit.
+    task = gaussian_linear_uniform()
+    out = jax.jit(task.log_likelihood)(jnp.zeros((2, 10)), jnp.zeros(10))
+    np.testing.assert_allclose(out, task.log_likelihood(np.zeros((2, 10)),
+                                                        np.zeros(10)), rtol=1e-6)
 
 
 def test_c2st_bad_inputs_are_refused(moons_ref):
