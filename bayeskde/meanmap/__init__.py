@@ -14,6 +14,7 @@ from .closed_forms import log_hmm_product_kernel as log_hmm_product_kernel
 from .closed_forms import mean_map_gram as mean_map_gram
 from .closed_forms import sequence_cliques as sequence_cliques
 from .closed_forms import symbol_kernel_matrix as symbol_kernel_matrix
+from .dtw import dtw_distances as dtw_distances
 from .estimator import LatentMeanMapKernel as LatentMeanMapKernel
 from .fisher import FisherScores as FisherScores
 from .fisher import empirical_fisher_information as empirical_fisher_information
@@ -49,6 +50,7 @@ from .variational import variational_posteriors as variational_posteriors
 __all__ = [
     "LatentMeanMapKernel",
     "SequenceKernelClassifier",
+    "dtw_distances",
     "StackingWeights",
     "simplex_grid",
     "stacking_weights",
