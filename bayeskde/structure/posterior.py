@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._linalg import pad_to_multiple
 from .evidence import laplace_log_evidence, log_joint, noise_floor
 from .grammar import Grammar
 from .priors import DataScales, ParameterPrior
@@ -241,17 +242,22 @@ def structure_posterior(
     u0 = _starts(key, grammar, prior, tau, z, num_starts)
     masks = np.repeat(grammar.masks, num_starts, axis=0)
     floor = noise_floor(tau.shape[0], dtype)
+    # whole batches only: a remainder batch would compile the fit a second time
+    num_fits = num_structures * num_starts
+    batch = min(batch_size, num_fits)
+    starts, _ = pad_to_multiple(u0.reshape(-1, p), batch)
+    fit_masks, _ = pad_to_multiple(masks, batch)
     u, value, gnorm, H, logz = _fit_starts(
-        jnp.asarray(u0.reshape(-1, p), dtype), jnp.asarray(masks, dtype), tau, z,
+        jnp.asarray(starts, dtype), jnp.asarray(fit_masks, dtype), tau, z,
         jnp.asarray(prior.loc, dtype), jnp.asarray(prior.scale, dtype),
         terms=grammar.terms, positive=tuple(bool(b) for b in grammar.param_positive),
-        floor=floor, num_steps=num_steps, batch_size=batch_size)
+        floor=floor, num_steps=num_steps, batch_size=batch)
     shape = (num_structures, num_starts)
-    u = np.asarray(u, np.float64).reshape(shape + (p,))
-    value = np.asarray(value, np.float64).reshape(shape)
-    gnorm = np.asarray(gnorm, np.float64).reshape(shape)
-    H = np.asarray(H, np.float64).reshape(shape + (p, p))
-    logz = np.asarray(logz, np.float64).reshape(shape)
+    u = np.asarray(u, np.float64)[:num_fits].reshape(shape + (p,))
+    value = np.asarray(value, np.float64)[:num_fits].reshape(shape)
+    gnorm = np.asarray(gnorm, np.float64)[:num_fits].reshape(shape)
+    H = np.asarray(H, np.float64)[:num_fits].reshape(shape + (p, p))
+    logz = np.asarray(logz, np.float64)[:num_fits].reshape(shape)
     logz = np.where(np.isfinite(logz) & np.isfinite(value), logz, -np.inf)
     comp_s, comp_i = [], []
     log_evidence = np.full(num_structures, -np.inf)
