@@ -105,12 +105,37 @@ class Digits(NamedTuple):
     labels: np.ndarray
 
 
-def _check_n_samples(n_samples) -> int:
+def _check_n_samples(n_samples, name: str = "n_samples") -> int:
     if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer):
-        raise TypeError(f"n_samples must be an integer, got {n_samples!r}")
+        raise TypeError(f"{name} must be an integer, got {n_samples!r}")
     if n_samples < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        raise ValueError(f"{name} must be >= 1, got {n_samples}")
     return int(n_samples)
+
+
+def _check_angles(theta, link_lengths):
+    """Concrete joint angles ``(..., 3)`` and three link lengths, checked
+    (traced values pass through: their shapes are checked by the trace)."""
+    if isinstance(theta, jax.core.Tracer):
+        return theta
+    if isinstance(theta, str) or theta is None:
+        raise TypeError(f"theta must be an array of joint angles of shape (..., 3), "
+                        f"got {type(theta).__name__}")
+    arr = np.asarray(theta)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError(f"theta must hold numbers, got dtype {arr.dtype}")
+    if arr.ndim == 0 or arr.shape[-1] != 3:
+        raise ValueError(f"theta must have shape (..., 3) (three joint angles), got "
+                         f"shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("theta is empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("theta contains NaN or inf")
+    lengths = np.asarray(link_lengths, dtype=float)
+    if lengths.shape != (3,) or not np.all(np.isfinite(lengths) & (lengths > 0)):
+        raise ValueError(f"link_lengths must be three finite positive lengths, got "
+                         f"{link_lengths!r}")
+    return theta
 
 
 def _check_size(value, name) -> int:
@@ -338,7 +363,7 @@ def make_sshape(key: jax.Array, n_train: int = 500) -> SShape:
         ((50,), [0.0, 0.002, 0.004])
     """
     key = _check_key(key)
-    n_train = _check_n_samples(n_train)
+    n_train = _check_n_samples(n_train, "n_train")
     k_t, k_e = jax.random.split(key)
     t = np.asarray(jax.random.uniform(k_t, (n_train,)), dtype=np.float64)
     noise = np.asarray(jax.random.normal(k_e, (n_train,)), dtype=np.float64)
@@ -390,6 +415,7 @@ def arm_forward(theta, link_lengths=ARM_LINK_LENGTHS) -> np.ndarray:
     Returns:
         ``(..., 4)`` markers [elbow_x, elbow_y, tip_x, tip_y].
     """
+    theta = _check_angles(theta, link_lengths)
     xp = np if isinstance(theta, np.ndarray | list | tuple) else jnp
     theta = xp.asarray(theta)
     lengths = xp.asarray(link_lengths, dtype=theta.dtype)
@@ -410,7 +436,7 @@ def arm_mirror_pose(theta, link_lengths=ARM_LINK_LENGTHS) -> np.ndarray:
     wrapped to (-pi, pi]. Both poses give the same markers; the mirror may lie
     outside :data:`ARM_JOINT_LIMITS`. NumPy in, NumPy out, shape ``(..., 3)``.
     """
-    theta = np.asarray(theta, dtype=np.float64)
+    theta = np.asarray(_check_angles(theta, link_lengths), dtype=np.float64)
     l2, l3 = float(link_lengths[1]), float(link_lengths[2])
     t1, t2, t3 = theta[..., 0], theta[..., 1], theta[..., 2]
     t2m = t2 + 2.0 * np.arctan2(l3 * np.sin(t3), l2 + l3 * np.cos(t3))
