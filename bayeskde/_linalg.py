@@ -45,7 +45,7 @@ def eps_floor(dtype, n: int) -> float:
 
 
 @jax.jit
-def _cholesky_try(A, shift):
+def cholesky_try(A, shift):
     """One compiled program: the factor of ``A + shift I``, the scale
     max|diag|, and whether the matrix and its factor are finite."""
     A = A + shift * jnp.eye(A.shape[0], dtype=A.dtype)
@@ -77,7 +77,7 @@ def cholesky_with_jitter(A, name: str, shift: float = 0.0):
     n = A.shape[0]
     if n == 0:
         return jnp.linalg.cholesky(A)
-    L, diag_max, finite, ok = _cholesky_try(A, jnp.asarray(shift, A.dtype))
+    L, diag_max, finite, ok = cholesky_try(A, jnp.asarray(shift, A.dtype))
     diag_max = float(diag_max)
     if not np.isfinite(diag_max) or not bool(finite):
         raise ValueError(
@@ -92,7 +92,7 @@ def cholesky_with_jitter(A, name: str, shift: float = 0.0):
                 f"{name} is not positive definite (a diagonal shift up to "
                 f"{jitter / 10:.2e} did not help)")
         warn_once(f"{name} is ill-conditioned; adding jitter to the diagonal")
-        L, _, _, ok = _cholesky_try(A, jnp.asarray(shift + jitter, A.dtype))
+        L, _, _, ok = cholesky_try(A, jnp.asarray(shift + jitter, A.dtype))
         jitter *= 10.0
     return L
 

@@ -50,19 +50,11 @@ _FIT1D = (
 def sklearn_expected_failed_checks(estimator) -> dict[str, str]:
     """Checks of scikit-learn's ``check_estimator`` that cannot apply to
     ``estimator`` (KernelDependencyEstimator, KNNDependencyEstimator, KernelPCA,
-    TwinGP, InverseGPRegressor; only the last two declare any), each with its
+    TwinGP, InverseGPRegressor; only TwinGP declares any), each with its
     reason:
     scikit-learn's ``expected_failed_checks`` (``tests/test_sklearn_checks.py``
     passes it, so a check that starts passing is reported)."""
     out = {}
-    if type(estimator).__name__ == "InverseGPRegressor":
-        out["check_regressors_train"] = (
-            "R^2 0.39 (defaults) on the check's data, which needs 0.5: one "
-            "informative feature among 10 (make_regression), and the forward GP "
-            "y -> x shares one noise variance across the 10 features, so the "
-            "9 pure-noise features set the noise of the informative one and "
-            "the predictive is shrunk to the prior (per-feature noise is open)"
-        )
     if type(estimator).__name__ == "TwinGP":
         out["check_fit1d"] = _FIT1D
         out["check_dict_unchanged"] = (

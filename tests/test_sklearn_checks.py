@@ -104,10 +104,8 @@ def test_only_twin_gp_declares_checks_that_cannot_apply():
 # (a 1-D X, y=None, data that is not an array, a column y, one sample, empty
 # features, batch invariance of predict); `python -c "from
 # sklearn.utils.estimator_checks import check_estimator; ..."` runs all 52
-# (all pass but check_regressors_train, declared in
-# bayeskde._validation.sklearn_expected_failed_checks with its reason: its bar
-# score > 0.5 is one for an R^2, and the estimator's score is the mean log
-# predictive density, issue 40).
+# (all pass; its score is the mean log predictive density, so it declares the
+# poor_score tag: scikit-learn's bar score > 0.5 is one for an R^2).
 _INVERSE_CHECKS = (
     "check_fit1d", "check_fit2d_predict1d", "check_requires_y_none",
     "check_regressor_data_not_an_array", "check_supervised_y_2d",
@@ -145,7 +143,9 @@ def test_inverse_gp_regressor_checks(check_name):
 
 
 def test_inverse_gp_regressor_declares_its_poor_score():
+    from sklearn.utils import get_tags
+
     from bayeskde import InverseGPRegressor
 
-    reason = sklearn_expected_failed_checks(InverseGPRegressor())
-    assert set(reason) == {"check_regressors_train"}
+    assert get_tags(InverseGPRegressor()).regressor_tags.poor_score
+    assert sklearn_expected_failed_checks(InverseGPRegressor()) == {}

@@ -132,6 +132,9 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.target_tags.multi_output = True
+        # score is a mean log density, not an R^2: scikit-learn's bar of 0.5
+        # for an R^2 does not apply to it
+        tags.regressor_tags.poor_score = True
         return tags
 
     def _check_fitted(self):

@@ -31,7 +31,7 @@ from .._typing import ArrayLike
 from .._validation import as_float_array, check_integer, check_positive
 from ..kernels.algebra import center_kernel, kernel_distances
 from ..kernels.registry import make_kernel
-from ..kpca.core import _kernel_pca, kpca_transform
+from ..kpca.core import kernel_pca_eigen, kpca_transform
 from .estimators import KernelDependencyEstimator
 
 __all__ = [
@@ -107,7 +107,7 @@ def _fold_eval(K_grid, L, loss, tr, va, ridges, n_components):
         # All components: T T^T is the centred output Gram itself, no eigh needed.
         P = center_kernel(L_tr)
     else:
-        T = kpca_transform(_kernel_pca(L_tr, n_components), L_tr)
+        T = kpca_transform(kernel_pca_eigen(L_tr, n_components), L_tr)
         P = T @ T.T
     return jax.vmap(_setting_eval, in_axes=(0, 0, None, None, None))(
         K_grid[:, tr][:, :, tr], K_grid[:, va][:, :, tr], P, loss[va][:, tr], ridges

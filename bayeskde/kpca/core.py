@@ -87,7 +87,7 @@ def _kernel_pca_masked(K, w, n, n_components):
     return KPCAResult(evals, alphas, col * w, total)
 
 
-def _kernel_pca(K, n_components):
+def kernel_pca_eigen(K, n_components):
     w = jnp.ones(K.shape[0], K.dtype)
     return _kernel_pca_masked(K, w, K.shape[0], n_components)
 
@@ -106,7 +106,7 @@ def _transform_masked(result, K_test, w, n):
     return Kc @ result.alphas
 
 
-_kernel_pca_jit = jax.jit(_kernel_pca, static_argnames="n_components")
+_kernel_pca_jit = jax.jit(kernel_pca_eigen, static_argnames="n_components")
 
 
 def kernel_pca(

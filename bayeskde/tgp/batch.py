@@ -64,7 +64,7 @@ class TGPEnergyBatch(NamedTuple):
     static: tuple
 
 
-def _check_test_inputs(tgp, X, name: str = "X"):
+def check_tgp_test_inputs(tgp, X, name: str = "X"):
     """``X`` validated against a fitted TwinGP as its ``predict`` does: a finite
     numeric ``(n, d_x)`` array (1-D: one feature per point) with the fitted
     number of features, cast to the model's dtype."""

@@ -58,6 +58,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, Float, Int
 
+from .._typing import ArrayLike
+
 __all__ = [
     "CRITERIA",
     "STATE_DTYPE",
@@ -244,7 +246,7 @@ def tgp_hsic_energy(
 
 
 def tgp_kl_state(
-    chol_in: Float[Array, "n n"],
+    chol_in: Float[ArrayLike, "n n"],
     whiten: Float[Array, "n r"],
     outputs: Float[Array, "n d_y"],
     k_x: Float[Array, " n"],
@@ -259,6 +261,7 @@ def tgp_kl_state(
     :class:`TwinGP` passes a float64 factor and float64 kernel values in both
     precisions (:data:`STATE_DTYPE`). Cost O(N^2).
     """
+    chol_in = jnp.asarray(chol_in)  # a fitted TwinGP keeps it as NumPy float64
     hi, dtype = chol_in.dtype, outputs.dtype
     k_x = k_x.astype(hi)
     u = jsl.cho_solve((chol_in, True), k_x)

@@ -58,7 +58,7 @@ from ..kernels.polynomial_transform import PolynomialKernelTransform
 from ..kernels.standard import median_gamma, rbf_gram
 from ..kernels.transforms import BASES
 from .baselines import gp_predict, weighted_knn_predict
-from .batch import _check_test_inputs
+from .batch import check_tgp_test_inputs
 from .energy import (
     CRITERIA,
     FORWARD_MODE_MAX_DIM,
@@ -74,10 +74,10 @@ from .energy import (
 )
 from .fitting import (
     Whitening,
-    _linear_init_weights,
     fit_rbf,
     input_factor,
     linear_init_weights,
+    linear_init_weights_jit,
     truncated_whitening,
 )
 from .modes import Modes, tgp_modes
@@ -87,11 +87,11 @@ from .neighbors import (
 )
 from .predict import (
     INITS,
-    _Model,
-    _predict_global,
-    _predict_local,
-    _search,
-    _sharded_fn,
+    TGPModel,
+    predict_global,
+    predict_local,
+    search,
+    sharded_fn,
     tgp_predict_sharded,
 )
 
@@ -367,9 +367,14 @@ class TwinGP(BaseEstimator):
                 warn_once("K_Y + ridge I is not positive definite; eigenvalues "
                           "below eps * max were raised to it")
         dtype = X.dtype
-        self.model_ = _Model(
+        if chol_in is not None:
+            # a NumPy float64 array: a JAX float64 array made under
+            # jax.enable_x64 comes back float32 from a pickle in a float32
+            # process, and the states it feeds would move by 1e-3
+            chol_in = np.asarray(chol_in, np.float64)
+        self.model_ = TGPModel(
             X, Y2, K, G, chol_in, whiten,
-            _linear_init_weights(X, Y2) if pre is None else pre.weights,
+            linear_init_weights_jit(X, Y2) if pre is None else pre.weights,
             jnp.asarray(ridge, dtype),
             OutputKernel(jnp.asarray(gamma_y, dtype), out_coef, projector),
             jnp.asarray(gamma_x, dtype),
@@ -447,7 +452,7 @@ class TwinGP(BaseEstimator):
 
     def _solve(self, X, mesh):
         check_is_fitted(self, "model_")
-        X = _check_test_inputs(self, X)
+        X = check_tgp_test_inputs(self, X)
         # Every compiled call sees batch_size rows (the last batch padded with
         # copies of its last point, cut off below): a test point's prediction
         # then comes from the same program whatever else is in the call, so it
@@ -500,18 +505,18 @@ class TwinGP(BaseEstimator):
         # Neighbours searched once, before the compiled programs (on CPU by
         # scikit-learn's tree), and sharded with the test points on a mesh.
         idx = (None if not local and self.init_ == "linear"
-               else _search(self.model_.X, X, k, static["search_block"]))
+               else search(self.model_.X, X, k, static["search_block"]))
         if mesh is not None:
             from ..distributed import sharded_batch_map
 
             leaves, treedef = jax.tree_util.tree_flatten(self.model_)
-            fn = _sharded_fn(treedef, len(leaves), bool(kernels), idx is not None,
+            fn = sharded_fn(treedef, len(leaves), bool(kernels), idx is not None,
                              local, tuple(sorted(static.items())))
             extra = () if idx is None else (idx,)
             return sharded_batch_map(fn, X, *kernels, *extra, mesh=mesh,
                                      broadcast=(*leaves, tol))
         k_x, k_xx = kernels or (None, None)
-        predict = _predict_local if local else _predict_global
+        predict = predict_local if local else predict_global
         return predict(self.model_, X, k_x, k_xx, tol, idx, **static)
 
     def predict_modes(
@@ -589,7 +594,7 @@ class TwinGP(BaseEstimator):
             True
         """
         check_is_fitted(self, "model_")
-        X = _check_test_inputs(self, X)  # errors name X, as predict's do
+        X = check_tgp_test_inputs(self, X)  # errors name X, as predict's do
         return tgp_modes(self, X, k, temperature=temperature, n_grid=n_grid,
                          n_starts=n_starts, margin=margin, radius=radius, key=key)
 

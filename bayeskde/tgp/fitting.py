@@ -25,7 +25,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._linalg import _cholesky_try, cholesky_with_jitter
+from .._linalg import cholesky_try, cholesky_with_jitter
 from .._typing import ArrayLike
 from .._validation import check_data, check_gram, check_positive, check_same_length
 from ..cache import quick_jit
@@ -37,7 +37,7 @@ __all__ = ["FitArrays", "fit_rbf", "Whitening", "truncated_whitening",
 
 
 @jax.jit
-def _linear_init_weights(X, Y):
+def linear_init_weights_jit(X, Y):
     Xe = jnp.concatenate([jnp.ones((X.shape[0], 1), X.dtype), X], axis=1)
     H = Xe.T @ Xe
     lam = 1e-5 * jnp.mean(jnp.diagonal(H))
@@ -56,11 +56,11 @@ def linear_init_weights(
     X = check_data(X, "X")
     Y = check_data(Y, "Y")
     check_same_length(X, Y, "X", "Y")
-    return _linear_init_weights(X, Y)
+    return linear_init_weights_jit(X, Y)
 
 
 @jax.jit
-def _whiten(A):
+def whiten_gram(A):
     """W = V diag(lambda)^-1/2 with A = V diag(lambda) V^T, so A^-1 = W W^T.
 
     Eigenvalues below eps * max (an indefinite or singular A) are raised to it;
@@ -204,11 +204,11 @@ def input_factor(K, ridge):
 def _fit_program(X, Y, gamma_x, gamma_y, ridge, kl):
     K = rbf_gram(X, X, gamma_x)
     G = rbf_gram(Y, Y, gamma_y)
-    weights = _linear_init_weights(X, Y)
+    weights = linear_init_weights_jit(X, Y)
     if not kl:
         return K, G, weights, jnp.all(jnp.isfinite(K)) & jnp.all(jnp.isfinite(G))
     # The factor in float64 (traced under jax.enable_x64): STATE_DTYPE.
-    L, _, finite_k, ok = _cholesky_try(input_gram_hi(X, gamma_x),
+    L, _, finite_k, ok = cholesky_try(input_gram_hi(X, gamma_x),
                                        jnp.asarray(ridge).astype(STATE_DTYPE))
     lam, V, floor = _eigh_floor(G, ridge)
     return K, G, weights, finite_k & jnp.all(jnp.isfinite(G)), L, ok, lam, V, floor

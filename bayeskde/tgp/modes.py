@@ -46,9 +46,9 @@ from .._validation import (
 )
 from .batch import (
     TGPEnergyBatch,
-    _check_test_inputs,
     batch_energy,
     batch_energy_many,
+    check_tgp_test_inputs,
     point_energy,
     tgp_energy_batch,
 )
@@ -257,7 +257,7 @@ def tgp_modes(
     n_starts = check_integer(n_starts, "n_starts", minimum=1)
     margin = check_nonnegative(margin, "margin")
     key = check_key(key, allow_none=True)
-    X_test = _check_test_inputs(tgp, X_test, "X_test")
+    X_test = check_tgp_test_inputs(tgp, X_test, "X_test")
     model = tgp.model_
     Y = np.asarray(model.Y, float)
     if radius is None:

@@ -31,7 +31,7 @@ from .energy import (
     tgp_kl_state,
     tgp_minimize,
 )
-from .fitting import _whiten
+from .fitting import whiten_gram
 from .neighbors import (
     neighbor_indices,
 )
@@ -41,7 +41,7 @@ __all__ = ["INITS", "tgp_predict_sharded"]
 INITS = ("linear", "neighbors", "best")
 
 
-class _Model(NamedTuple):
+class TGPModel(NamedTuple):
     """Fitted arrays the compiled prediction needs (static structure kept apart).
 
     ``K_in`` and ``K_out`` are ``None`` for local models without a transform:
@@ -95,18 +95,18 @@ _STATIC = ("criterion", "max_iter", "basis", "gegenbauer_lambda", "init",
 
 def _neighbors(model, X_test, idx, k, search_block):
     """The first ``k`` neighbour indices, nearest first (searched by the caller
-    with :func:`_search`, outside the compiled program)."""
+    with :func:`search`, outside the compiled program)."""
     return idx[:, :k]
 
 
-def _search(X, X_test, k, search_block):
+def search(X, X_test, k, search_block):
     # Outside the prediction programs: scikit-learn's tree on the CPU backend,
     # the blocked top-k scan (its own jitted program) on accelerators.
     return neighbor_indices(X, X_test, k, search_block)
 
 
 @quick_jit(static_argnames=_STATIC)
-def _predict_global(
+def predict_global(
     model, X_test, k_x, k_xx, tol, idx=None, *, criterion, max_iter, basis,
     gegenbauer_lambda, init, init_neighbors, search_block,
 ):
@@ -169,7 +169,7 @@ def _predict_local_impl(
                 K.astype(hi) + model.ridge.astype(hi) * eye.astype(hi))
             G = (rbf_gram(Y, Y, model.out.gamma) if model.K_out is None
                  else model.K_out[idx_t][:, idx_t])
-            whiten = _whiten(G + model.ridge * eye)[0]
+            whiten = whiten_gram(G + model.ridge * eye)[0]
             state = tgp_kl_state(chol_in, whiten, Y, kx, kxx_t, model.ridge)
         else:
             state = tgp_hsic_state(K.astype(Y.dtype), Y, kx.astype(Y.dtype), kxx_t)
@@ -193,15 +193,15 @@ def _predict_local_impl(
 # The plain jit (XLA's default CPU compiler). Its run-time deadlocks at
 # m = 5000 and 10^5 were jaxlib 0.10's batched LAPACK kernels blocking both
 # threads of XLA's CPU pool (tests/test_runtime.py), not this program.
-_predict_local = jax.jit(
+predict_local = jax.jit(
     _predict_local_impl, static_argnames=(*_STATIC, "n_neighbors", "batch_size"))
 
 
 @functools.lru_cache(maxsize=32)
-def _sharded_fn(treedef, n_leaves, has_kx, has_idx, local, static_items):
+def sharded_fn(treedef, n_leaves, has_kx, has_idx, local, static_items):
     """One function object per configuration, so compiled programs are reused."""
     static = dict(static_items)
-    impl = _predict_local_impl if local else _predict_global.__wrapped__
+    impl = _predict_local_impl if local else predict_global.__wrapped__
 
     def fn(*args):
         model = jax.tree_util.tree_unflatten(treedef, args[:n_leaves])

@@ -24,7 +24,7 @@ from bayeskde.tgp import (
     weighted_knn_predict,
 )
 from bayeskde.tgp.energy import _hsic_from_kernels
-from bayeskde.tgp.fitting import _whiten
+from bayeskde.tgp.fitting import whiten_gram
 from tests.helpers import X64, count_compilations
 
 RTOL = 1e-8 if X64 else 2e-3
@@ -59,7 +59,7 @@ def _kl_state(X, Y, x, gx, gy, ridge):
     G = jnp.asarray(_rbf(Y, Y, gy) + ridge * np.eye(n))
     kx = jnp.asarray(_rbf(X, x[None], gx)[:, 0])
     return tgp_kl_state(
-        jnp.linalg.cholesky(K), _whiten(G)[0], jnp.asarray(Y), kx,
+        jnp.linalg.cholesky(K), whiten_gram(G)[0], jnp.asarray(Y), kx,
         jnp.asarray(1.0), jnp.asarray(ridge),
     )
 
@@ -439,7 +439,7 @@ def _candidate_energies(tgp, x, n_cand, local_k=None):
         n = len(idx)
         eye = ridge * np.eye(n)
         chol = jnp.linalg.cholesky(jnp.asarray(_rbf(Xn, Xn, gx) + eye, dt))
-        W = _whiten(jnp.asarray(_rbf(Yn, Yn, gy) + eye, dt))[0]
+        W = whiten_gram(jnp.asarray(_rbf(Yn, Yn, gy) + eye, dt))[0]
         state = tgp_kl_state(chol, W, jnp.asarray(Yn, dt), kx, one,
                              jnp.asarray(ridge, dt))
         fn = tgp_kl_energy
