@@ -152,7 +152,7 @@ def run_one(problem, method, seed=0):
 
 
 # the classifier's ridge grid and intercept, the same objects it selects with
-from bayeskde.meanmap.stacking import _ALPHAS, _INTERCEPT  # noqa: E402
+from bayeskde.meanmap.stacking import RIDGE_ALPHAS, RIDGE_INTERCEPT  # noqa: E402
 
 
 def _nested_loo(grams, Y, choose):
@@ -165,9 +165,9 @@ def _nested_loo(grams, Y, choose):
     for i in range(n):
         keep = np.arange(n) != i
         w = choose(grams[:, keep][:, :, keep], Y[keep])
-        K = np.tensordot(w, grams, 1) + _INTERCEPT
+        K = np.tensordot(w, grams, 1) + RIDGE_INTERCEPT
         Kk = K[np.ix_(keep, keep)]
-        a = _ALPHAS[int(np.argmin(loo_ridge_scores(Kk, Y[keep], _ALPHAS)[0]))]
+        a = RIDGE_ALPHAS[int(np.argmin(loo_ridge_scores(Kk, Y[keep], RIDGE_ALPHAS)[0]))]
         coef = np.linalg.solve(Kk + a * np.eye(n - 1), Y[keep])
         sq.append(np.mean((K[i, keep] @ coef - Y[i]) ** 2))
     return float(np.mean(sq))
@@ -191,10 +191,11 @@ def nested_stacking(problem):
     out, key = {}, jax.random.key(0)
 
     def stack(g, Yk):
-        return stacking_weights(g, Yk, alphas=_ALPHAS, intercept=_INTERCEPT).weights
+        return stacking_weights(g, Yk, alphas=RIDGE_ALPHAS,
+                                intercept=RIDGE_INTERCEPT).weights
 
     def loo(K):
-        return float(loo_ridge_scores(K + _INTERCEPT, Y, _ALPHAS)[0].min())
+        return float(loo_ridge_scores(K + RIDGE_INTERCEPT, Y, RIDGE_ALPHAS)[0].min())
 
     for n_states in (4, 8):  # the classifier's n_states="auto", its keys
         key, sub = jax.random.split(key)

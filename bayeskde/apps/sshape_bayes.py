@@ -149,7 +149,7 @@ def evaluate_seed(
 
     fit = fit_inverse_gp(keys[0], X, Y, num_warmup=num_warmup,
                          num_samples=num_samples, num_chains=num_chains,
-                         progress_bar=progress_bar, n_replicates=20)
+                         progress_bar=progress_bar, num_replicates=20)
     rep = fit.report
     out["convergence"] = {"max_rhat": rep.max_rhat, "min_ess_bulk": rep.min_ess_bulk,
                           "min_ess_tail": rep.min_ess_tail,

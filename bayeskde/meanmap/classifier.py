@@ -60,7 +60,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from .._validation import check_integer, check_key, check_positive
 from .dtw import NearestNeighbourDTW
-from .selection import _score, choose_procedure, select_kernel
+from .selection import choose_procedure, ridge_loo_score, select_kernel
 from .sequence_kernels import (
     FAMILIES,
     MODE_WEIGHTINGS,
@@ -68,11 +68,11 @@ from .sequence_kernels import (
     window_sum,
 )
 from .stacking import (
-    _INTERCEPT,
+    RIDGE_INTERCEPT,
     StackingWeights,
-    _stacked,
     loo_ridge_scores,
     simplex_grid,
+    stacked_gram,
     stacking_weights,
 )
 
@@ -395,7 +395,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             both = spec.pop("both", None)
             comp = make_component(**spec)
             # the Bayesian HMM's stacking weights its modes by the labels
-            comp = (comp.fit(seqs, weigh=partial(_stacked, Y=Y))
+            comp = (comp.fit(seqs, weigh=partial(stacked_gram, Y=Y))
                     if spec["family"] == "lmmk" else comp.fit(seqs))
             variants = [comp]
             if spec["family"] == "lmmk":
@@ -411,7 +411,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                     del comps[i], scores[i]
             for c in variants:
                 comps.append(c)
-                scores.append(_score(c.K_, Y, y_idx))
+                scores.append(ridge_loo_score(c.K_, Y, y_idx))
         fams = [c.family for c in comps]
         dtw = self._dtw_candidate(seqs, t_max)
         seed = int(jax.random.randint(jax.random.fold_in(key, 7), (), 0, 2**31 - 1))
@@ -454,7 +454,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
     def _fit_final(self, K, Y, y_idx, key):
         n = len(y_idx)
         if self.method == "ridge":
-            K = K + _INTERCEPT
+            K = K + RIDGE_INTERCEPT
             self.dual_coef_ = np.linalg.solve(K + self.alpha_ * np.eye(n), Y)
             _, preds = loo_ridge_scores(K, Y, [self.alpha_])
             self.temperature_ = _fit_temperature(preds[0], y_idx)
@@ -503,7 +503,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         if self.procedure_ == "dtw":
             F = self._dtw_scores(Kt)
         elif self.method == "ridge":
-            F = (Kt + _INTERCEPT) @ self.dual_coef_
+            F = (Kt + RIDGE_INTERCEPT) @ self.dual_coef_
         else:
             return self.svm_.decision_function(Kt)
         return F[:, 1] - F[:, 0] if len(self.classes_) == 2 else F
@@ -515,7 +515,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             return _softmax(self._dtw_scores(Kt))
         if self.method == "svm":
             return self.svm_.predict_proba(Kt)
-        return _softmax(self.temperature_ * ((Kt + _INTERCEPT) @ self.dual_coef_))
+        return _softmax(self.temperature_ * ((Kt + RIDGE_INTERCEPT) @ self.dual_coef_))
 
     def predict(self, X):
         """Predicted labels ``(n,)``."""
@@ -524,7 +524,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             return self.classes_[np.argmax(self._dtw_scores(Kt), axis=1)]
         if self.method == "svm":
             return self.classes_[self.svm_.predict(Kt)]
-        return self.classes_[np.argmax((Kt + _INTERCEPT) @ self.dual_coef_, axis=1)]
+        scores = (Kt + RIDGE_INTERCEPT) @ self.dual_coef_
+        return self.classes_[np.argmax(scores, axis=1)]
 
     def _dtw_scores(self, D):
         """Minus each class's nearest DTW distance over the median training

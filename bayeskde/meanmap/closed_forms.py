@@ -239,7 +239,7 @@ def symbol_kernel_matrix(n_symbols: int, lam: float) -> Float[Array, "k k"]:
 
 
 @jax.jit
-def _log_gaussian_gmmk(m1, S1, m2, S2, gamma):
+def log_gaussian_gmmk_core(m1, S1, m2, S2, gamma):
     d = m1.shape[-1]
     M = jnp.eye(d, dtype=m1.dtype) + 2.0 * gamma * (S1 + S2)
     chol = jnp.linalg.cholesky(M)
@@ -282,7 +282,7 @@ def log_gaussian_gmmk(
     RBF itself). Covariances are ``(D, D)`` or diagonal ``(D,)``. Cost O(D^3).
     """
     gamma = check_positive(gamma, "gamma")
-    return _log_gaussian_gmmk(*_gaussian_args(mean1, cov1, mean2, cov2), gamma)
+    return log_gaussian_gmmk_core(*_gaussian_args(mean1, cov1, mean2, cov2), gamma)
 
 
 def gaussian_gmmk(
@@ -332,7 +332,7 @@ def categorical_gmmk(
 
 
 @jax.jit
-def _log_gaussian_ppk(m1, S1, m2, S2, rho):
+def log_gaussian_ppk_core(m1, S1, m2, S2, rho):
     # N(x; m, S)^rho = (2 pi)^(-rho D/2) |S|^(-rho/2) exp(-rho/2 (x-m)^T S^-1 (x-m)).
     # The product is exp(-rho/2 (x^T P x - 2 x^T h + c)) with P = P1 + P2,
     # h = P1 m1 + P2 m2, c = m1^T P1 m1 + m2^T P2 m2, whose integral is
@@ -375,7 +375,7 @@ def log_gaussian_ppk(
     definite. Cost O(D^3).
     """
     rho = check_positive(rho, "rho")
-    return _log_gaussian_ppk(*_gaussian_args(mean1, cov1, mean2, cov2), rho)
+    return log_gaussian_ppk_core(*_gaussian_args(mean1, cov1, mean2, cov2), rho)
 
 
 def gaussian_ppk(
@@ -407,7 +407,7 @@ def categorical_ppk(
 
 
 @jax.jit
-def _log_hmm_product_kernel_core(log_pi1, log_A1, log_pi2, log_A2, log_pair, mask):
+def log_hmm_product_kernel_core(log_pi1, log_A1, log_pi2, log_A2, log_pair, mask):
     # Scaled forward recursion on the joint state (q_t, q'_t): alpha is kept
     # normalised and its log scale accumulated, so long sequences stay finite.
     shift = jnp.max(log_pair)
@@ -460,4 +460,4 @@ def log_hmm_product_kernel(
         if a.shape != e:
             raise ValueError(f"{n} must have shape {e}, got {a.shape}")
     mask = jnp.ones((length - 1,), bool)
-    return _log_hmm_product_kernel_core(*args, mask)
+    return log_hmm_product_kernel_core(*args, mask)

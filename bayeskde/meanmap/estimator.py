@@ -33,12 +33,12 @@ from ..kernels.standard import median_gamma
 from .closed_forms import symbol_kernel_matrix
 from .latent import (
     LatentFeatures,
-    _pair_emission_exact,
     continuous_emission_gram_exact,
     continuous_latent_features,
     discrete_latent_features,
     lmmk_diag_from_features,
     lmmk_gram_from_features,
+    pair_emission_exact,
     rff_frequencies,
     state_kernel_matrix,
     taylor_dimension,
@@ -53,7 +53,7 @@ FEATURE_MAPS = ("exact", "rff", "taylor")
 def _exact_diag(X, G, L, rbf_gamma, state_kernel):
     L = L.astype(X.dtype)
     return jax.vmap(
-        lambda x, g, n: _pair_emission_exact(x, g, n, x, g, n, rbf_gamma, state_kernel)
+        lambda x, g, n: pair_emission_exact(x, g, n, x, g, n, rbf_gamma, state_kernel)
     )(X, G, L)
 
 

@@ -36,9 +36,9 @@ from ..hmm import (
     batch_posteriors,
 )
 from .closed_forms import (
-    _log_gaussian_gmmk,
-    _log_gaussian_ppk,
-    _log_hmm_product_kernel_core,
+    log_gaussian_gmmk_core,
+    log_gaussian_ppk_core,
+    log_hmm_product_kernel_core,
 )
 
 __all__ = [
@@ -74,9 +74,9 @@ def emission_pair_log_kernel(
     S1 = _full_covariances(em1.covariances)
     S2 = _full_covariances(em2.covariances)
     if kind == "gmmk":
-        fn = lambda m1, s1, m2, s2: _log_gaussian_gmmk(m1, s1, m2, s2, gamma)  # noqa: E731
+        fn = lambda m1, s1, m2, s2: log_gaussian_gmmk_core(m1, s1, m2, s2, gamma)  # noqa: E731
     else:
-        fn = lambda m1, s1, m2, s2: _log_gaussian_ppk(m1, s1, m2, s2, 1.0)  # noqa: E731
+        fn = lambda m1, s1, m2, s2: log_gaussian_ppk_core(m1, s1, m2, s2, 1.0)  # noqa: E731
     inner = jax.vmap(fn, in_axes=(None, None, 0, 0))
     return jax.vmap(inner, in_axes=(0, 0, None, None))(em1.means, S1, em2.means, S2)
 
@@ -87,7 +87,7 @@ def _hmm_log_kernel(p1, p2, gamma, symbol_kernel, *, length, kind):
         p1.emission, p2.emission, kind=kind, gamma=gamma, symbol_kernel=symbol_kernel
     )
     mask = jnp.ones((length - 1,), bool)
-    return _log_hmm_product_kernel_core(
+    return log_hmm_product_kernel_core(
         p1.log_initial, p1.log_transition, p2.log_initial, p2.log_transition,
         log_pair, mask,
     )

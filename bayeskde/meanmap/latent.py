@@ -204,7 +204,7 @@ def lmmk_diag_from_features(
                                                            axis=(1, 2))
 
 
-def _pair_emission_exact(xa, ga, la, xb, gb, lb, rbf_gamma, state_kernel):
+def pair_emission_exact(xa, ga, la, xb, gb, lb, rbf_gamma, state_kernel):
     weights = ga @ state_kernel @ gb.T  # zero rows/columns on padding
     return jnp.sum(rbf_gram(xa, xb, rbf_gamma) * weights) / (la * lb)
 
@@ -230,7 +230,7 @@ def continuous_emission_gram_exact(
     def row(args):
         xa, ga, la = args
         return jax.vmap(
-            lambda xb, gb, lb: _pair_emission_exact(
+            lambda xb, gb, lb: pair_emission_exact(
                 xa, ga, la, xb, gb, lb, rbf_gamma, state_kernel
             )
         )(Xb, Gb, Lb)

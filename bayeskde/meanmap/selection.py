@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from .stacking import _ALPHAS, _INTERCEPT
+from .stacking import RIDGE_ALPHAS, RIDGE_INTERCEPT
 
 __all__ = ["KernelChoice", "choose_procedure", "nearest_neighbour_loo_accuracy",
            "nested_selection_accuracy", "outer_folds", "select_kernel"]
@@ -43,14 +43,14 @@ class KernelChoice(NamedTuple):
     best: int
 
 
-def _score(K, Y, y_idx):
+def ridge_loo_score(K, Y, y_idx):
     return _score_many([K], Y, y_idx)[0]
 
 
 def _score_many(Ks, Y, y_idx):
-    """:func:`_score` of several Grams with one batched eigendecomposition (the
+    """:func:`ridge_loo_score` of several Grams with one batched eigendecomposition (the
     same result as :func:`loo_ridge_scores` per Gram, fewer LAPACK calls)."""
-    G = np.stack([0.5 * (K + K.T) for K in Ks]) + _INTERCEPT
+    G = np.stack([0.5 * (K + K.T) for K in Ks]) + RIDGE_INTERCEPT
     s, U = np.linalg.eigh(G)
     s = np.maximum(s, 0.0)
     UtY = np.swapaxes(U, 1, 2) @ Y
@@ -58,7 +58,7 @@ def _score_many(Ks, Y, y_idx):
     out = []
     for m in range(len(Ks)):
         best = None
-        for a in _ALPHAS:
+        for a in RIDGE_ALPHAS:
             f = s[m] / (s[m] + a)
             F = U[m] @ (f[:, None] * UtY[m])
             h = np.minimum(U2[m] @ f, 1 - 1e-12)
@@ -161,7 +161,7 @@ def nested_selection_accuracy(grams, families, Y, y_idx, folds, *, combine=True)
         ch = select_kernel(sub, families, Ytr, y_idx[tr], combine=combine)
         idx, w = ch.options[ch.best]
         alpha = ch.results[ch.best][2]
-        K = sum(wi * grams[i] for i, wi in zip(idx, w, strict=True)) + _INTERCEPT
+        K = sum(wi * grams[i] for i, wi in zip(idx, w, strict=True)) + RIDGE_INTERCEPT
         coef = np.linalg.solve(K[np.ix_(tr, tr)] + alpha * np.eye(len(tr)), Ytr)
         F = K[np.ix_(te, tr)] @ coef
         correct += int(np.sum(F.argmax(1) == y_idx[te]))

@@ -21,15 +21,15 @@ __all__ = ["StackingWeights", "loo_ridge_scores", "simplex_grid", "stacking_weig
 # down to 1e-6: the window kernel has ~10^4 features and fewer series, and
 # interpolates best with a small ridge (RidgeClassifierCV's 1e-3 on the unscaled
 # features of MiniRocket is 1e-7 on K / p)
-_ALPHAS = 10.0 ** np.arange(-8.0, 2.5, 0.5)
+RIDGE_ALPHAS = 10.0 ** np.arange(-8.0, 2.5, 0.5)
 # the ridge is fitted on K + c 1 1^T: a (weakly penalised) intercept. Without it
 # the one-hot codes' mean (-1 + 2 / n_classes) must be fitted through K, which a
 # kernel on standardised (centred) features cannot do; on ACSF1 (10 classes) the
 # window kernel's test accuracy went from 0.68 to 0.91 with it
-_INTERCEPT = 1.0
+RIDGE_INTERCEPT = 1.0
 
 
-def loo_ridge_scores(K: np.ndarray, Y: np.ndarray, alphas=_ALPHAS):
+def loo_ridge_scores(K: np.ndarray, Y: np.ndarray, alphas=RIDGE_ALPHAS):
     """Exact leave-one-out predictions of kernel ridge regression for each ridge.
 
     With ``K = U diag(s) U^T`` and ``H = K (K + a I)^-1``, the LOO prediction of
@@ -93,8 +93,8 @@ def simplex_grid(n_weights: int, step: float = 0.25) -> np.ndarray:
     return np.asarray(pts, np.float64) / k
 
 
-def stacking_weights(grams, Y, *, step: float = 0.25, alphas=_ALPHAS,
-                     intercept: float = _INTERCEPT) -> StackingWeights:
+def stacking_weights(grams, Y, *, step: float = 0.25, alphas=RIDGE_ALPHAS,
+                     intercept: float = RIDGE_INTERCEPT) -> StackingWeights:
     """Stacking weights of ``M`` kernels by exact leave-one-out kernel ridge.
 
     Stacking of the modes of a posterior that do not mix (Yao, Vehtari and
@@ -145,5 +145,5 @@ def stacking_weights(grams, Y, *, step: float = 0.25, alphas=_ALPHAS,
     return StackingWeights(grid[j], float(errors[j]), grid, errors)
 
 
-def _stacked(grams, Y):
+def stacked_gram(grams, Y):
     return stacking_weights(grams, Y).weights

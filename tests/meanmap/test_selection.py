@@ -12,7 +12,7 @@ from bayeskde.meanmap.selection import (
     outer_folds,
     select_kernel,
 )
-from bayeskde.meanmap.stacking import _ALPHAS, _INTERCEPT
+from bayeskde.meanmap.stacking import RIDGE_ALPHAS, RIDGE_INTERCEPT
 from tests.helpers import RTOL, assert_close
 
 
@@ -68,9 +68,9 @@ def test_dtw_bad_input(kw, match):
 
 def _ridge_refit_choice(K, Y, tr):
     """The ridge of least LOO squared error on the rows ``tr`` by explicit refits."""
-    Kt = K[np.ix_(tr, tr)] + _INTERCEPT
+    Kt = K[np.ix_(tr, tr)] + RIDGE_INTERCEPT
     best = None
-    for a in _ALPHAS:
+    for a in RIDGE_ALPHAS:
         err = 0.0
         for i in range(len(tr)):
             keep = np.arange(len(tr)) != i
@@ -97,7 +97,7 @@ def test_nested_accuracy_equals_refits(rng):
     hits = 0
     for tr, te in folds:
         a = _ridge_refit_choice(K, Y, tr)
-        Kc = K + _INTERCEPT
+        Kc = K + RIDGE_INTERCEPT
         coef = np.linalg.solve(Kc[np.ix_(tr, tr)] + a * np.eye(len(tr)), Y[tr])
         hits += int((Kc[np.ix_(te, tr)] @ coef).argmax(1)[0] == y[te][0])
     assert acc == hits / n
