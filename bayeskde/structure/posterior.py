@@ -19,12 +19,19 @@ largest peak of the data's periodogram; start ``k`` puts the periods at the
 spread (the key decides), so that the periodic likelihood's many modes in the
 period are visited from the data's own frequencies.
 
+Each structure is fitted in its own coordinates (:func:`active_layout`: the
+constant, the noise and its terms' parameters, at most 10 for the default grammar
+instead of the layout's 23), and its Gram matrix evaluates each stationary
+formula once per distinct lag (:func:`~.evidence.structure_gram`).
+
 Cost: ``num_structures num_starts`` fits of ``num_steps`` L-BFGS iterations, each
-a few O(n^3) Cholesky factorisations, plus one O(d) x O(n^3) Hessian per fit;
-O(batch_size n^2 num_terms) memory. All structures share one compiled program
-(vmapped in batches of ``batch_size``). Exact enumeration is the reason for the
-bound: the default grammar has 64 structures and the fit is cubic in ``n``, so it
-serves series of a few hundred points (see ``docs/structure.md`` for timings).
+a few O(n^3) Cholesky factorisations, plus two O(d n^3) Hessians
+(forward-over-reverse) per fit; O(batch_size n^2 num_terms) memory. All
+structures share one compiled program (about 15 s of CPU to compile, once per
+series length), run over the fits by ``lax.map``. Exact enumeration is the reason
+for the bound: the default grammar has 29 structures and the fit is cubic in
+``n``, so it serves series of a few hundred points (see ``docs/structure.md`` for
+timings).
 """
 
 from __future__ import annotations
@@ -38,11 +45,19 @@ import numpy as np
 import optax
 
 from .._linalg import pad_to_multiple
-from .evidence import laplace_log_evidence, log_joint, noise_floor
+from .evidence import (
+    gp_log_marginal_likelihood,
+    lag_table,
+    laplace_log_evidence,
+    natural_params,
+    noise_floor,
+    structure_gram,
+)
 from .grammar import Grammar
 from .priors import DataScales, ParameterPrior
 
 __all__ = [
+    "active_layout",
     "StructurePosterior",
     "structure_posterior",
     "periodogram_peaks",
@@ -71,7 +86,8 @@ class StructurePosterior(NamedTuple):
             modes in the predictive mixture.
         start_u: ``(num_structures, num_starts, num_params)`` every start's end
             point.
-        start_log_joint: ``(num_structures, num_starts)`` the log joint there.
+        start_log_joint: ``(num_structures, num_starts)`` the log joint of the
+            structure's own parameters there (the others integrated out).
         start_grad_norm: ``(num_structures, num_starts)`` the gradient's norm
             there (convergence diagnostic).
         floor: the noise-variance floor used (standardised units).
@@ -142,7 +158,7 @@ def _polish(fun, u, num_newton):
     def _body(k, carry):
         u, _ = carry
         g = jax.grad(fun)(u)
-        H = jax.jacrev(jax.grad(fun))(u)
+        H = jax.jacfwd(jax.grad(fun))(u)
         L = jnp.linalg.cholesky(0.5 * (H + H.T))
         new = u - jax.scipy.linalg.cho_solve((L, True), g)
         ok = (k < num_newton) & jnp.all(jnp.isfinite(new)) & (fun(new) <= fun(u))
@@ -153,26 +169,70 @@ def _polish(fun, u, num_newton):
                              (u, jnp.zeros((p, p), u.dtype)))
 
 
+def active_layout(grammar: Grammar) -> np.ndarray:
+    """``(num_structures, d_max)`` int: the indices in the parameter layout of each
+    structure's parameters (the constant, the noise and its terms'), padded with
+    ``num_params`` (a dummy slot) to the longest, ``d_max``.
+
+    Each structure is fitted in these coordinates: the parameters of the terms it
+    leaves out do not enter its likelihood and stay at their prior means (their
+    Gaussian prior integrates to one exactly), and a dummy coordinate has a
+    standard normal prior and no likelihood, so Laplace integrates it exactly too.
+    """
+    p = grammar.param_term.size
+    rows = []
+    for mask in grammar.masks:
+        act = np.flatnonzero(np.concatenate([[True, True],
+                                             mask[grammar.param_term[2:]] > 0]))
+        rows.append(act)
+    d_max = max(r.size for r in rows)
+    return np.stack([np.concatenate([r, np.full(d_max - r.size, p)]) for r in rows])
+
+
+def _active_log_joint(w, idx, mask, tau, z, lags, index, loc_ext, scale_ext, *,
+                      terms, positive, floor):
+    """The log joint in a structure's active coordinates ``w`` (``idx`` into
+    the layout extended by one dummy slot): likelihood by :func:`structure_gram`
+    (formulas once per distinct lag), normal priors on ``w``."""
+    p = len(positive)
+    u = loc_ext.at[idx].set(w)[:p]
+    theta = natural_params(u, positive)
+    K = structure_gram(terms, theta, mask, tau, lags, index)
+    lml = gp_log_marginal_likelihood(K, theta[1] + floor, z)
+    r = (w - loc_ext[idx]) / scale_ext[idx]
+    return lml + jnp.sum(-0.5 * r * r - jnp.log(scale_ext[idx])
+                         - 0.5 * jnp.log(2.0 * jnp.pi))
+
+
 @functools.partial(jax.jit, static_argnames=("terms", "positive", "floor",
                                              "num_steps", "batch_size"))
-def _fit_starts(u0, masks, tau, z, loc, scale, *, terms, positive, floor,
-                num_steps, batch_size):
-    """Modes, log joints, gradient norms and Hessians for every (structure,
-    start): ``u0`` is ``(num_fits, p)``, ``masks`` ``(num_fits, num_terms)``."""
+def _fit_starts(w0, idx, masks, tau, z, lags, index, loc_ext, scale_ext, *, terms,
+                positive, floor, num_steps, batch_size):
+    """Modes, log joints, gradient norms, Hessians and Laplace evidences for every
+    (structure, start) in active coordinates: ``w0`` is ``(num_fits, d_max)``,
+    ``idx`` ``(num_fits, d_max)``, ``masks`` ``(num_fits, num_terms)``."""
 
     def _one(args):
-        start, mask = args
+        start, ix, mask = args
 
-        def neg(u):
-            return -log_joint(u, mask, tau, z, loc, scale, terms=terms,
-                              positive=positive, floor=floor)
+        def neg(w):
+            return -_active_log_joint(w, ix, mask, tau, z, lags, index, loc_ext,
+                                      scale_ext, terms=terms, positive=positive,
+                                      floor=floor)
 
-        u = _lbfgs(neg, start, num_steps)
-        u, H = _polish(neg, u, 2)
-        value, grad = jax.value_and_grad(neg)(u)
-        return u, -value, jnp.linalg.norm(grad), H, laplace_log_evidence(-value, H)
+        w = _lbfgs(neg, start, num_steps)
+        w, H = _polish(neg, w, 1)
+        value, grad = jax.value_and_grad(neg)(w)
+        p = len(positive)
+        u = loc_ext.at[ix].set(w)[:p]
+        # the dummy coordinates' standard normal log density, which Laplace
+        # integrates to one, is left out of the reported log joint
+        dummy = jnp.sum(jnp.where(ix == p, -0.5 * w * w - 0.5 * jnp.log(2 * jnp.pi),
+                                  0.0))
+        return (u, -value - dummy, jnp.linalg.norm(grad), H,
+                laplace_log_evidence(-value, H))
 
-    return jax.lax.map(_one, (u0, masks), batch_size=batch_size)
+    return jax.lax.map(_one, (w0, idx, masks), batch_size=batch_size)
 
 
 def _starts(key, grammar, prior, tau, z, num_starts):
@@ -196,6 +256,19 @@ def _starts(key, grammar, prior, tau, z, num_starts):
     return u0
 
 
+def _full_hessians(Hw, idx, prior_scale):
+    """Embed the active-coordinate Hessians ``(num_fits, d_max, d_max)`` in the
+    full layout: the inactive parameters' block is their prior's,
+    ``diag(1 / scale^2)``."""
+    p = prior_scale.size
+    H = np.tile(np.diag(1.0 / prior_scale ** 2), (Hw.shape[0], 1, 1))
+    for f in range(Hw.shape[0]):
+        real = idx[f] < p
+        act = idx[f][real]
+        H[f][np.ix_(act, act)] = Hw[f][np.ix_(real, real)]
+    return H
+
+
 def _distinct_modes(u, value, H, logz, active):
     """Indices of the distinct maxima among one structure's starts: a start is a
     duplicate when it lies within one posterior standard deviation (per active
@@ -213,7 +286,7 @@ def _distinct_modes(u, value, H, logz, active):
 def structure_posterior(
     key: jax.Array, tau, z, grammar: Grammar, prior: ParameterPrior,
     scales: DataScales, *, num_starts: int = 4, num_steps: int = 100,
-    batch_size: int = 16,
+    batch_size: int = 1,
 ) -> StructurePosterior:
     """P(S | z) over every structure of ``grammar`` (module docstring).
 
@@ -226,7 +299,10 @@ def structure_posterior(
         scales: from :func:`~bayeskde.structure.data_scales`.
         num_starts: optimiser starts per structure.
         num_steps: L-BFGS iterations per start.
-        batch_size: fits vmapped together (memory ``batch_size n^2``).
+        batch_size: fits vmapped together (memory ``batch_size n^2``). 1, the
+            default, is the fastest on CPU: a vmapped batch runs every line
+            search as long as its slowest member's (measured 6.6 s against 24 s
+            of CPU for 87 fits at n = 65).
 
     Returns:
         A :class:`StructurePosterior`.
@@ -240,23 +316,34 @@ def structure_posterior(
     num_structures, num_terms = grammar.masks.shape
     p = prior.loc.size
     u0 = _starts(key, grammar, prior, tau, z, num_starts)
+    layout = active_layout(grammar)
+    loc_ext = np.append(prior.loc, 0.0)
+    scale_ext = np.append(prior.scale, 1.0)
+    idx = np.repeat(layout, num_starts, axis=0)
+    w0 = np.take_along_axis(np.concatenate([u0.reshape(-1, p), np.zeros(
+        (num_structures * num_starts, 1))], 1), idx, axis=1)
     masks = np.repeat(grammar.masks, num_starts, axis=0)
     floor = noise_floor(tau.shape[0], dtype)
+    table = lag_table(np.asarray(tau))
     # whole batches only: a remainder batch would compile the fit a second time
     num_fits = num_structures * num_starts
     batch = min(batch_size, num_fits)
-    starts, _ = pad_to_multiple(u0.reshape(-1, p), batch)
+    w0, _ = pad_to_multiple(w0, batch)
+    idx, _ = pad_to_multiple(idx, batch)
     fit_masks, _ = pad_to_multiple(masks, batch)
-    u, value, gnorm, H, logz = _fit_starts(
-        jnp.asarray(starts, dtype), jnp.asarray(fit_masks, dtype), tau, z,
-        jnp.asarray(prior.loc, dtype), jnp.asarray(prior.scale, dtype),
+    u, value, gnorm, Hw, logz = _fit_starts(
+        jnp.asarray(w0, dtype), jnp.asarray(idx), jnp.asarray(fit_masks, dtype),
+        tau, z, jnp.asarray(table.lags, dtype), jnp.asarray(table.index),
+        jnp.asarray(loc_ext, dtype), jnp.asarray(scale_ext, dtype),
         terms=grammar.terms, positive=tuple(bool(b) for b in grammar.param_positive),
         floor=floor, num_steps=num_steps, batch_size=batch)
+    H = _full_hessians(np.asarray(Hw, np.float64)[:num_fits], idx[:num_fits],
+                       prior.scale)
     shape = (num_structures, num_starts)
     u = np.asarray(u, np.float64)[:num_fits].reshape(shape + (p,))
     value = np.asarray(value, np.float64)[:num_fits].reshape(shape)
     gnorm = np.asarray(gnorm, np.float64)[:num_fits].reshape(shape)
-    H = np.asarray(H, np.float64)[:num_fits].reshape(shape + (p, p))
+    H = H.reshape(shape + (p, p))
     logz = np.asarray(logz, np.float64)[:num_fits].reshape(shape)
     logz = np.where(np.isfinite(logz) & np.isfinite(value), logz, -np.inf)
     comp_s, comp_i = [], []
