@@ -178,7 +178,7 @@ def _npe(task, pairs, x_o, num_samples, seed):
 
 
 def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
-        output_prior="distribution", npe=False):
+        output_prior="distribution", npe=False, noise="auto"):
     from bayeskde import InverseGPRegressor
     from bayeskde.datasets import make_sbi_pairs, reference_posterior, sbi_task
     from bayeskde.inverse import inverse_gp_nuts
@@ -187,7 +187,7 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     task = sbi_task(name)
     pairs = make_sbi_pairs(jax.random.key(seed), task, budget)
     prior = task.prior if output_prior == "distribution" else (task.low, task.high)
-    reg = InverseGPRegressor(output_prior=prior)
+    reg = InverseGPRegressor(output_prior=prior, noise=noise)
     t0, c0 = time.perf_counter(), time.process_time()
     reg.fit(pairs.x, pairs.theta)
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -239,6 +239,9 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     noise = {"kind": nz.kind, "loo_gaussian": nz.loo_gaussian,
              "loo_residual": nz.loo_residual, "loo_difference_se":
              nz.loo_difference_se, "bandwidth": nz.bandwidth,
+             "loo_heteroscedastic": nz.loo_heteroscedastic,
+             "structure": (None if nz.heteroscedastic is None
+                           else nz.heteroscedastic.structure),
              "map_pair_mass": round(float(np.max(reg.fit_.pair_posterior)), 4)}
     nuts = None if srep is None else {
         "rhat_max": round(float(np.nanmax(srep.rhat)), 4),
@@ -313,6 +316,9 @@ def main(argv=None):
     p.add_argument("--replot", action="store_true",
                    help="redraw the figures from the draws saved in --out; no fit")
     p.add_argument("--float32", action="store_true")
+    p.add_argument("--noise", default="auto",
+                   choices=["auto", "gaussian", "residual", "heteroscedastic"],
+                   help="the forward noise (default: chosen by leave-one-out)")
     p.add_argument("--npe", action="store_true",
                    help="also train sbi's NPE on the same simulations and score "
                         "it (needs the bench-sbi extra: sbi, CPU torch)")
@@ -331,7 +337,7 @@ def main(argv=None):
     for budget in args.budgets:
         for name in args.tasks:
             row = run(name, budget, obs, n, source, args.seed, args.out,
-                      args.output_prior, args.npe)
+                      args.output_prior, args.npe, args.noise)
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.out:

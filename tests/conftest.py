@@ -2,8 +2,10 @@
 key, dtype tolerances."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 # The suite compiles about 7,700 XLA programs per precision, almost all of them
 # once, and spent two thirds of its time in XLA's CPU compiler. It compiles them
@@ -81,12 +83,30 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")  # a pytest-xdist worker
 
 
+def _suite_cache_dir(controller_pid: int) -> str:
+    return os.path.join(tempfile.gettempdir(), "bayeskde-suite-xla",
+                        f"{controller_pid}-{'x64' if X64 else 'x32'}")
+
+
 def pytest_configure(config):
     """pytest-xdist workers run at a lower priority (nice 5) than the recipe
     runs beside them: the recipes, one process, then finish while the workers
-    still have tests left, instead of holding the last minute on one core."""
+    still have tests left, instead of holding the last minute on one core.
+
+    Every process of the run compiles into one persistent compilation cache
+    (:func:`bayeskde.enable_compilation_cache`, a folder of the controller's,
+    removed at the end): the fixture below drops the compiled programs after
+    each module, and the many modules that compile the same programs (the
+    inverse model's fits, the HMM's recursions) then load them from disk
+    instead of compiling them again; the two workers share them too.
+    ``BAYESKDE_TEST_NO_CACHE=1`` turns it off."""
     if _is_worker(config) and hasattr(os, "nice"):
         os.nice(5)
+    if not os.environ.get("BAYESKDE_TEST_NO_CACHE"):
+        import bayeskde
+
+        pid = os.getppid() if _is_worker(config) else os.getpid()
+        bayeskde.enable_compilation_cache(_suite_cache_dir(pid))
 
 
 #: The slowest test files (``--durations``), handed out first under pytest-xdist
@@ -147,9 +167,15 @@ def pytest_xdist_node_collection_finished(node, ids):
         config.stash[RUNS] = start_runs(recipe_folder(config))
 
 
+def _remove_suite_cache(session):
+    if not _is_worker(session.config):
+        shutil.rmtree(_suite_cache_dir(os.getpid()), ignore_errors=True)
+
+
 def pytest_sessionfinish(session):
     from tests.test_recipes import RUNS, stop_runs
 
+    _remove_suite_cache(session)
     started = session.config.stash.get(RUNS, None)
     if started is not None:
         stop_runs(started)

@@ -83,6 +83,8 @@ def _quiet_run(folder):
     return proc
 
 
+# two more processes (about 50 s); the cache-hit test stays in the default run
+@pytest.mark.slow
 def test_cached_programs_load_without_xla_log_lines(tmp_path):
     """A second process loads from the cache (the raw stderr then carries a W
     and an E line of XLA's loader per program); under quiet_cache_logs only

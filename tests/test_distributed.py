@@ -133,6 +133,9 @@ MULTIHOST = textwrap.dedent("""
 """)
 
 
+# two JAX processes started and compiled (about 90 s); the one-process sharded maps stay
+# in the default run
+@pytest.mark.slow
 def test_two_processes_of_four_devices_equal_one(tmp_path):
     """Eight devices in two processes (four each) give the one-device numbers:
     rows spread over every device of both processes (37 padded to 40), the

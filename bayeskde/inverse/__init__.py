@@ -23,7 +23,8 @@ kept-eigenvalue rule), :mod:`~bayeskde.inverse.lowrank` (HSGP and Nystroem featu
 :mod:`.data` (the prior and the spectral precomputation), :mod:`.replicates`,
 :mod:`.evidence` (the evidence and the NumPyro model with its observed site),
 :mod:`.quadrature`, :mod:`.svi`, :mod:`.rank`, :mod:`.residual` (the residual
-noise density), :mod:`.mixture` (the predictive's components, the one GP
+noise density), :mod:`.heteroscedastic` (the noise covariance as a function of
+the outputs), :mod:`.mixture` (the predictive's components, the one GP
 predictive (M) and the one likelihood), :mod:`.evaluators` (its fast
 factorisations), :mod:`.output_prior`, :mod:`.importance`, :mod:`.mcmc`,
 :mod:`.predictive`, :mod:`.noise` (the forward-noise choice), :mod:`.nuts`,
@@ -43,6 +44,7 @@ from .evidence import pair_log_evidence as pair_log_evidence
 from .evidence import pair_log_joint as pair_log_joint
 from .fit import InverseGPFit as InverseGPFit
 from .fit import fit_inverse_gp as fit_inverse_gp
+from .heteroscedastic import HeteroscedasticNoise as HeteroscedasticNoise
 from .lowrank import LowRankBasis as LowRankBasis
 from .mixture import InverseGPMixture as InverseGPMixture
 from .mixture import inverse_gp_mixture as inverse_gp_mixture
@@ -83,6 +85,7 @@ __all__ = [
     "ForwardNoise",
     "choose_forward_noise",
     "ResidualNoise",
+    "HeteroscedasticNoise",
     "RankReport",
     "QuadratureReport",
     "QuadraturePosterior",

@@ -14,8 +14,8 @@ moments, scored by the same likelihood:
   of negligible weight and :func:`truncate_spectrum` the eigenpairs whose
   a^2 lambda is negligible against s^2.
 
-Both serve the Gaussian and the residual noise alike. The tests check both
-against the scan.
+Both serve every noise model (Gaussian, residual, covariance function). The
+tests check both against the scan.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from .heteroscedastic import HeteroscedasticNoise
 from .mixture import InverseGPMixture, component_log_likelihood, projections
 
 __all__ = [
@@ -73,16 +74,16 @@ def dense_log_likelihood(mix: InverseGPMixture, terms, y, xs, test_noise):
             + mix.x_mean[None, None, None])
     var_f = (prior_var[None] - jnp.einsum("pnr,prc->nc", A**2, V)).reshape(b, N, C)
 
-    def per_row(mean_b, var_b, x_b):
+    def per_row(mean_b, var_b, x_b, y_b):
         def per_comp(mu, vf, s2):
             return component_log_likelihood(mu, vf, s2, x_b[None], test_noise,
-                                            mix.noise_model)[0]
+                                            mix.noise_model, y_b)[0]
 
         ll = jax.vmap(per_comp, in_axes=(1, 1, 0), out_axes=1)(
             mean_b, var_b, mix.noise)  # (N, C)
         return logsumexp(ll + mix.log_w[None], axis=-1)
 
-    return jax.vmap(per_row)(mean, var_f, xs)
+    return jax.vmap(per_row)(mean, var_f, xs, y)
 
 
 def prune(mix: InverseGPMixture, tol: float = 1e-6) -> InverseGPMixture:
@@ -131,7 +132,9 @@ def truncate_spectrum(mix: InverseGPMixture, tol: float = SPECTRUM_TOL
     P = lam.shape[0]
     amp = np.array([np.max(np.asarray(mix.amplitude)[pair == p]) for p in range(P)])
     s2 = np.array([np.min(np.asarray(mix.noise)[pair == p]) for p in range(P)])
-    if mix.noise_model is not None:  # the residual density's kernel is narrower
+    if isinstance(mix.noise_model, HeteroscedasticNoise):  # its narrowest noise
+        s2 = np.minimum(s2, float(mix.noise_model.floor))
+    elif mix.noise_model is not None:  # the residual density's kernel is narrower
         s2 = np.minimum(s2, float(np.min(np.asarray(mix.noise_model.eta))))
     kept = (amp[:, None] * lam >= tol * s2[:, None]) & (lam > 0)
     r = max(1, int(kept.sum(axis=1).max()))
@@ -201,6 +204,6 @@ def point_log_likelihood(mix: InverseGPMixture, filt: Filters, y, x, test_noise)
     vf = amp * (jnp.sum(mix.alpha[mix.pair], 1)
                 - jnp.einsum("ck,ck->c", filt.W, Q[mix.pair]))
     ll = jax.vmap(lambda m, v, s: component_log_likelihood(
-        m[None], v[None], s, x[None], test_noise, mix.noise_model)[0, 0])(
+        m[None], v[None], s, x[None], test_noise, mix.noise_model, y[None])[0, 0])(
         mu, vf, mix.noise)
     return logsumexp(ll + mix.log_w)

@@ -39,6 +39,7 @@ from .._typing import ArrayLike
 from .._validation import check_integer
 from ..kernels import squared_distances
 from .data import InverseGPData, Memo, pair_spectrum
+from .heteroscedastic import HeteroscedasticNoise, heteroscedastic_log_likelihood
 from .kernel import rbf_powers
 from .lowrank import feature_projections
 from .residual import ResidualNoise, residual_log_likelihood
@@ -76,12 +77,14 @@ class InverseGPMixture(NamedTuple):
     :class:`~bayeskde.inverse.LowRankBasis` (``None``
     exact): evaluating it at an output costs O(P R r), independent of m.
 
-    ``noise_model``: ``None`` for the model's Gaussian noise N(0, s^2 I), or a
+    ``noise_model``: ``None`` for the model's Gaussian noise N(0, s^2 I), a
     :class:`~bayeskde.inverse.ResidualNoise`: the noise of noisy
     test inputs is then the kernel density (R) of the GP's leave-one-out
-    residuals (:mod:`.residual`; the predictive builds it
-    with one component, the MAP). Test inputs without noise
-    (``test_noise`` 0) keep N(mu, var_f I) either way.
+    residuals (:mod:`.residual`), or a
+    :class:`~bayeskde.inverse.HeteroscedasticNoise`: the covariance function
+    (H) of :mod:`.heteroscedastic`; the predictive builds either with one
+    component, the MAP. Test inputs without noise (``test_noise`` 0) keep
+    N(mu, var_f I) whatever the noise.
     """
 
     Y: Float[Array, "m d_y"]
@@ -208,7 +211,8 @@ def component_moments(mix: InverseGPMixture, A_all, c):
 def component_log_likelihood(
     mean: Float[Array, "n_c d_x"], var_f: Float[Array, " n_c"],
     noise: Float[Array, ""], X: Float[Array, "n d_x"], test_noise,
-    noise_model: ResidualNoise | None = None,
+    noise_model: ResidualNoise | HeteroscedasticNoise | None = None,
+    outputs: Float[Array, "n_c d_y"] | None = None,
 ) -> Float[Array, "n n_c"]:
     """log p(x_i | y_j, component) for tests ``X`` at outputs whose component
     moments (M) are ``mean``, ``var_f``, at the component's noise s^2: the one
@@ -218,26 +222,34 @@ def component_log_likelihood(
     in exact arithmetic and the floor keeps rounding from flipping it. With a
     residual ``noise_model`` (R) and noisy test inputs (``test_noise`` > 0)
     the kernel density of the residuals replaces the Gaussian
-    (:func:`~.residual.residual_log_likelihood`). Cost O(n n_c d_x) (Gaussian),
-    O(n n_c m d_x) (residual)."""
+    (:func:`~.residual.residual_log_likelihood`); with a covariance function
+    (H) the Gaussian N(x; mu, Sigma(y) + var_f I) at the ``outputs`` y
+    (:func:`~.heteroscedastic.heteroscedastic_log_likelihood`). Cost
+    O(n n_c d_x) (Gaussian), O(n n_c m d_x) (residual), O(n_c (F Q + d_x^3)
+    + n n_c d_x^2) (covariance function)."""
     d_x = X.shape[-1]
     var = jnp.maximum(var_f, 1e-6 * noise) + test_noise * noise
     r2 = jnp.sum((X[:, None, :] - mean[None]) ** 2, axis=-1)
     ll = -0.5 * r2 / var[None] - 0.5 * d_x * jnp.log(2 * jnp.pi * var)[None]
-    if noise_model is not None:
+    if isinstance(noise_model, HeteroscedasticNoise):
+        if outputs is None:
+            raise ValueError("a covariance function (H) needs the outputs")
+        ll = jnp.where(test_noise > 0, heteroscedastic_log_likelihood(
+            noise_model, outputs, mean, var_f, X), ll)
+    elif noise_model is not None:
         ll = jnp.where(test_noise > 0, residual_log_likelihood(
             noise_model, mean, jnp.maximum(var_f, 0.0), X), ll)
     return ll
 
 
-def _log_likelihood(mix, A_all, X, test_noise):
-    """log sum_c w_c p(x | y, c) for (n, d_x) tests at the n_c outputs whose
-    projections are ``A_all`` (a scan over components) -> (n, n_c)."""
+def _log_likelihood(mix, A_all, X, test_noise, outputs):
+    """log sum_c w_c p(x | y, c) for (n, d_x) tests at the n_c ``outputs``
+    whose projections are ``A_all`` (a scan over components) -> (n, n_c)."""
 
     def _step(acc, c):
         mu, vf = component_moments(mix, A_all, c)
         ll = component_log_likelihood(mu, vf, mix.noise[c], X, test_noise,
-                                      mix.noise_model)
+                                      mix.noise_model, outputs)
         return jnp.logaddexp(acc, ll + mix.log_w[c]), None
 
     init = jnp.full((X.shape[0], A_all.shape[1]), -jnp.inf, A_all.dtype)
@@ -264,7 +276,8 @@ def mixture_log_likelihood(
     test input and output shared by all (a grid). ``test_noise`` 1: x* carries
     the training noise; 0: x* = f(y*) exactly. Cost O(n_c (P m r + C r d_x) +
     C n_test n_c d_x) time, O(P n_c r + n_test n_c) memory."""
-    return _log_likelihood(mix, projections(mix, outputs), X_test, test_noise)
+    return _log_likelihood(mix, projections(mix, outputs), X_test, test_noise,
+                           outputs)
 
 
 @jax.jit
@@ -277,7 +290,7 @@ def mixture_log_likelihood_each(
     the outputs. Cost O(n_test n_c (P m r + C r d_x))."""
 
     def one(y, x):
-        return _log_likelihood(mix, projections(mix, y), x[None], test_noise)[0]
+        return _log_likelihood(mix, projections(mix, y), x[None], test_noise, y)[0]
 
     return jax.lax.map(lambda a: one(*a), (outputs, X_test),
                        batch_size=min(8, outputs.shape[0]))
@@ -352,10 +365,12 @@ def posterior_draws(fit, mode: str, num_draws: int):
 def fit_mixture(fit, mode: str, num_draws: int) -> InverseGPMixture:
     """The predictive's mixture of a fit: its components by ``mode`` and
     ``num_draws`` under the Gaussian noise; the MAP component with the
-    residual density (R) attached where ``fit.noise`` chose it
-    (:func:`~bayeskde.inverse.choose_forward_noise`)."""
+    residual density (R) or the covariance function (H) attached where
+    ``fit.noise`` chose it (:func:`~bayeskde.inverse.choose_forward_noise`)."""
     noise = fit.noise
-    residual = noise is not None and noise.kind == "residual"
+    model = None if noise is None else {
+        "residual": noise.residual,
+        "heteroscedastic": noise.heteroscedastic}.get(noise.kind)
     mix = inverse_gp_mixture(fit.data, *posterior_draws(
-        fit, "map" if residual else mode, num_draws), memo=fit.memo)
-    return mix._replace(noise_model=noise.residual) if residual else mix
+        fit, "map" if model is not None else mode, num_draws), memo=fit.memo)
+    return mix if model is None else mix._replace(noise_model=model)

@@ -1,6 +1,6 @@
-"""The inverse model's forward noise: Gaussian, or the residual density (R),
-chosen per data set by the exact leave-one-out log density of x given y on the
-training pairs (:func:`choose_forward_noise`).
+"""The inverse model's forward noise: Gaussian, the residual density (R) or
+the covariance function (H), chosen per data set by the leave-one-out log
+density of x given y on the training pairs (:func:`choose_forward_noise`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .data import InverseGPData
+from .heteroscedastic import HeteroscedasticNoise, fit_heteroscedastic_noise
 from .kernel import kept_eigenvalues
 from .mixture import InverseGPMixture, inverse_gp_mixture, posterior_draws, projections
 from .residual import ResidualNoise, fit_residual_noise, gp_loo
@@ -29,7 +30,7 @@ __all__ = [
 #: (:func:`choose_forward_noise`).
 RESIDUAL_MAX = 4000
 #: The forward-noise models of :func:`~bayeskde.inverse.fit_inverse_gp`.
-NOISE = ("auto", "gaussian", "residual")
+NOISE = ("auto", "gaussian", "residual", "heteroscedastic")
 
 
 class ForwardNoise(NamedTuple):
@@ -37,9 +38,11 @@ class ForwardNoise(NamedTuple):
 
     Attributes:
         kind: ``"gaussian"`` (the model's N(0, s^2 I), model-averaged as the
-            predictive's ``mode`` says) or ``"residual"`` (the kernel density
-            (R) of the MAP GP's leave-one-out residuals, :mod:`.residual`).
-        requested: what was asked (``"auto"``, ``"gaussian"``, ``"residual"``).
+            predictive's ``mode`` says), ``"residual"`` (the kernel density
+            (R) of the MAP GP's leave-one-out residuals, :mod:`.residual`) or
+            ``"heteroscedastic"`` (the covariance function (H) fitted to those
+            residuals, :mod:`.heteroscedastic`).
+        requested: what was asked (one of :data:`NOISE`).
         residual: the :class:`~.residual.ResidualNoise`
             (``None`` for ``kind="gaussian"`` unless it was computed for
             ``"auto"``'s comparison).
@@ -47,8 +50,12 @@ class ForwardNoise(NamedTuple):
             given y over the training pairs under either noise (``None``
             where not computed).
         loo_difference_se: the standard error of the mean of the per-point
-            differences (residual minus Gaussian).
+            differences (the better of the other two minus Gaussian).
         bandwidth: the residual density's h.
+        heteroscedastic: the :class:`~.heteroscedastic.HeteroscedasticNoise`
+            (``None`` where not computed).
+        loo_heteroscedastic: its mean held-out log density (K-fold, each
+            residual scored by the fit without its fold).
     """
 
     kind: str
@@ -58,6 +65,8 @@ class ForwardNoise(NamedTuple):
     loo_residual: float | None = None
     loo_difference_se: float | None = None
     bandwidth: float | None = None
+    heteroscedastic: HeteroscedasticNoise | None = None
+    loo_heteroscedastic: float | None = None
 
 
 def training_basis(mix: InverseGPMixture, data: InverseGPData, p: int):
@@ -149,12 +158,20 @@ def choose_forward_noise(fit, noise: str = "auto", *, num_draws: int = 100,
     m = X.shape[0]
     keep = np.unique(np.round(np.linspace(0, m - 1, min(m, RESIDUAL_MAX)))
                      .astype(int))
-    res, loo_res = fit_residual_noise(r[keep],
-                                      jnp.maximum(var[keep] - s2, 0.0))
-    h = float(res.bandwidth)
-    if noise == "residual":
-        return ForwardNoise("residual", noise, res, None,
-                            float(np.mean(loo_res)), None, h)
+    latent = jnp.maximum(var[keep] - s2, 0.0)
+    res = het = loo_res = held = h = None
+    if noise in ("auto", "residual"):
+        res, loo_res = fit_residual_noise(r[keep], latent)
+        h = float(res.bandwidth)
+        if noise == "residual":
+            return ForwardNoise("residual", noise, res, None,
+                                float(np.mean(loo_res)), None, h)
+    if noise in ("auto", "heteroscedastic"):
+        het, held = fit_heteroscedastic_noise(
+            jnp.asarray(data.Y, dt)[keep], r[keep], latent)
+        if noise == "heteroscedastic":
+            return ForwardNoise("heteroscedastic", noise, heteroscedastic=het,
+                                loo_heteroscedastic=float(np.mean(held)))
     mix = inverse_gp_mixture(data, *posterior_draws(fit, mode, num_draws),
                              memo=memo)
     Us = [training_basis(mix, data, p) for p in range(mix.lam.shape[0])]
@@ -163,8 +180,12 @@ def choose_forward_noise(fit, noise: str = "auto", *, num_draws: int = 100,
         mix.noise[c]), float) for c in range(mix.log_w.shape[0])])  # (C, m)
     lw = np.asarray(mix.log_w, float)[:, None]
     loo_gauss = np.logaddexp.reduce(ll + lw, axis=0)[keep]
-    diff = np.asarray(loo_res, float) - loo_gauss
+    others = {"residual": np.asarray(loo_res, float),
+              "heteroscedastic": np.asarray(held, float)}
+    best = max(others, key=lambda k: np.mean(others[k]))
+    diff = others[best] - loo_gauss
     se = float(np.std(diff, ddof=1) / np.sqrt(len(diff)))
-    kind = "residual" if float(np.mean(diff)) > 2.0 * se else "gaussian"
+    kind = best if float(np.mean(diff)) > 2.0 * se else "gaussian"
     return ForwardNoise(kind, noise, res, float(np.mean(loo_gauss)),
-                        float(np.mean(loo_res)), se, h)
+                        float(np.mean(loo_res)), se, h, het,
+                        float(np.mean(held)))

@@ -45,5 +45,6 @@ def _moons_fit(noise):
 @pytest.fixture(scope="session")
 def moons_fit():
     """``moons_fit(noise)``: one quadrature fit of 80 moons-like pairs per
-    forward-noise model (``"gaussian"``, ``"residual"``), ``(x, theta, fit)``."""
+    forward-noise model (``"gaussian"``, ``"residual"``, ``"heteroscedastic"``),
+    ``(x, theta, fit)``."""
     return _moons_fit

@@ -21,8 +21,8 @@ def term_scale(mix, outputs, X, test_noise: float) -> np.ndarray:
     """``(n, n_c)``: 1 + sum_c resp_c (0.5 r^2 / var + (d_x / 2) |log(2 pi
     var)|) for test inputs ``X`` ``(n, d_x)`` at ``outputs`` ``(n_c, d_y)``
     (shared) or ``(n, n_c, d_y)`` (one set per test input), var = var_f +
-    test_noise s^2 (for a residual noise model, a Gaussian proxy of its
-    kernels)."""
+    test_noise s^2 (for a residual or heteroscedastic noise model, a Gaussian
+    proxy with its narrowest variance)."""
     X = np.asarray(X, float)
     outputs = np.asarray(outputs, float)
     each = outputs.ndim == 3
@@ -34,8 +34,10 @@ def term_scale(mix, outputs, X, test_noise: float) -> np.ndarray:
         noise = np.asarray(mix.noise, float)[:, None]
         var = np.maximum(var_f, 1e-6 * noise) + test_noise * noise
         if mix.noise_model is not None and test_noise > 0:
-            var = np.maximum(var_f, 0.0) + float(np.min(np.asarray(
-                mix.noise_model.eta)))
+            narrowest = getattr(mix.noise_model, "floor", None)  # (H)
+            if narrowest is None:  # (R): its kernels' smallest variance
+                narrowest = np.min(np.asarray(mix.noise_model.eta))
+            var = np.maximum(var_f, 0.0) + float(narrowest)
         d = X.shape[1]
         r2 = np.sum((X[i][None, None] - mean) ** 2, -1)  # (C, n_c)
         ll = -0.5 * r2 / var - 0.5 * d * np.log(2 * np.pi * var)

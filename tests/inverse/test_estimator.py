@@ -58,6 +58,7 @@ def test_predict_is_a_branch_of_the_inverse(est):
         assert np.min(np.abs(roots - p)) < 0.05, (x, p, roots)
 
 
+@pytest.mark.slow  # a second predictive and its draws (about 30 s)
 def test_sample_uses_the_memoised_predictive(est):
     d, reg = est
     z = d.x_test[::100, None]

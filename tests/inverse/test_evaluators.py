@@ -1,7 +1,7 @@
 """The samplers' fast evaluators of the mixture likelihood against the
 predictive's scan over components (:func:`bayeskde.inverse.mixture_log_likelihood`,
 itself tested against dense GP predictives in test_mixture.py), under the
-Gaussian and the residual forward noise.
+Gaussian, the residual and the heteroscedastic forward noise.
 
 Both are factorisations of the same moments (M), scored by the same
 likelihood: they differ from the scan by rounding only, bounded by sqrt(eps)
@@ -43,8 +43,14 @@ def _setup(moons_fit, noise):
     return x[:6], ys, mix
 
 
-@pytest.mark.parametrize("noise", ["gaussian", "residual"])
-@pytest.mark.parametrize("test_noise", [1.0, 0.0])
+#: (noise, test_noise): every noise model with noisy test inputs; exact test
+#: inputs (test_noise 0) use N(mu, var_f I) whatever the noise, checked once
+#: in the default run and for the residual density in the slow run.
+CASES = [("gaussian", 1.0), ("residual", 1.0), ("heteroscedastic", 1.0),
+         ("gaussian", 0.0), pytest.param("residual", 0.0, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize(("noise", "test_noise"), CASES)
 def test_point_likelihood_is_the_scan(moons_fit, noise, test_noise):
     xs, ys, mix = _setup(moons_fit, noise)
     dt = mix.lam.dtype
@@ -64,8 +70,7 @@ def test_point_likelihood_is_the_scan(moons_fit, noise, test_noise):
     assert truncate_spectrum(mix).lam.shape[1] < full.lam.shape[1]
 
 
-@pytest.mark.parametrize("noise", ["gaussian", "residual"])
-@pytest.mark.parametrize("test_noise", [1.0, 0.0])
+@pytest.mark.parametrize(("noise", "test_noise"), CASES)
 def test_dense_likelihood_is_the_scan(moons_fit, noise, test_noise):
     """dense_log_likelihood (every component's moments by two matrix
     products) equals the scan, per test input and its own outputs."""

@@ -163,6 +163,9 @@ def test_predictive_scores_within_two_percent_of_the_exact(sshape, fits):
     assert abs(e1 - e0) <= 0.02 * e0, scores
 
 
+# an SVI fit beside the low-rank quadrature (about 40 s); the low-rank evidence's own
+# oracles stay in the default run
+@pytest.mark.slow
 def test_svi_on_the_lowrank_evidence_agrees_with_the_quadrature(sshape, fits):
     d = sshape
     fit = fit_inverse_gp(jax.random.key(1), d.x_train, d.t_train, PRIOR,

@@ -30,6 +30,9 @@ def arm():
     return d, fit
 
 
+# BFGS refinement of every mode of a 4-D arm (about 60 s); the Langevin chain's tests
+# stay in the default run
+@pytest.mark.slow
 def test_refined_modes_are_local_maxima(arm):
     """Refinement (the importance path: three outputs) moves each mode to a
     stationary point of the model-averaged density, never lowers it, and keeps

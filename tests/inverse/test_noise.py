@@ -24,7 +24,7 @@ from bayeskde.inverse import (
 from bayeskde.inverse.mixture import fit_mixture, posterior_draws
 from bayeskde.inverse.noise import training_basis
 from tests.helpers import DTYPE as DT
-from tests.helpers import EPS, LOOSE, assert_close
+from tests.helpers import EPS, LOOSE, RTOL, assert_close
 
 
 def _brute_loo(K, X):
@@ -123,6 +123,17 @@ def test_auto_compares_exact_loo_densities(moons_fit):
     assert_close(ch.loo_residual, res, rtol=tol, atol=tol)
     # the two scores differ (the data's noise is not Gaussian in x)
     assert ch.loo_residual != ch.loo_gaussian and ch.loo_difference_se > 0
+    # the covariance function (H) is the third candidate: its held-out score
+    # is the one "heteroscedastic" reports, and "auto" keeps the best of the
+    # three only if it beats the Gaussian by two standard errors
+    het = choose_forward_noise(fit, "heteroscedastic", mode="map")
+    assert het.kind == "heteroscedastic"
+    assert_close(ch.loo_heteroscedastic, het.loo_heteroscedastic, rtol=RTOL,
+                 atol=RTOL)
+    best = max(("residual", ch.loo_residual),
+               ("heteroscedastic", ch.loo_heteroscedastic), key=lambda kv: kv[1])
+    beats = best[1] - ch.loo_gaussian > 2 * ch.loo_difference_se
+    assert ch.kind == (best[0] if beats else "gaussian")
 
 
 def test_residual_density_keeps_a_strided_subset_above_the_cap(moons_fit, monkeypatch):
@@ -150,6 +161,7 @@ def test_residual_density_keeps_a_strided_subset_above_the_cap(moons_fit, monkey
     assert_close(ch.loo_residual, res, rtol=tol, atol=tol)
 
 
+@pytest.mark.slow  # a low-rank fit of its own (about 30 s)
 def test_lowrank_training_basis_is_orthonormal_and_gives_the_smoother():
     d = make_sshape(jax.random.key(0), 150)
     fit = fit_inverse_gp(jax.random.key(1), d.x_train, d.t_train,

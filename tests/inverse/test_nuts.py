@@ -48,6 +48,7 @@ def test_nuts_rejects_bad_settings(moons_fit):
                             max_tree_depth=bad)
 
 
+@pytest.mark.slow  # two NUTS runs for an argument's two spellings (about 17 s)
 def test_nuts_tree_depth_int_is_the_pair_of_itself(moons_fit):
     """An int cap d is the pair (d, d): the same program (no compilation on
     the second call) and the same draws (the default pair (4, 8) runs in the
@@ -62,6 +63,7 @@ def test_nuts_tree_depth_int_is_the_pair_of_itself(moons_fit):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # a NUTS run for an edge case of the report (about 25 s)
 def test_nuts_reports_nan_diagnostics_for_too_few_draws(moons_fit):
     """Fewer than 4 kept states a chain leave split R-hat undefined (numpyro
     asserts): the draws come back and R-hat (and, under 2, ESS) is NaN."""

@@ -46,6 +46,9 @@ def _grid_cdf(pred):
     return lambda t: np.interp(t, edges, cdf / cdf[-1])
 
 
+# importance draws against the grid (about 30 s); the sampler's own tests stay in the
+# default run
+@pytest.mark.slow
 def test_importance_draws_match_the_grid_in_one_dimension(sshape_fit):
     """The importance path (the one used above two outputs: adaptive
     importance sampling, Langevin chains, importance sampling from the chains)

@@ -52,6 +52,9 @@ def _by_position(pts, lp, step):
     return keys[order], lp[order]
 
 
+# a grid 4x finer per dimension (about 45 s); the narrow-density test of the refined
+# grid stays in the default run
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["gaussian", "residual"])
 def test_refined_grid_is_the_midpoint_rule_of_the_finer_grid(noise, monkeypatch,
                                                               moons_fit):

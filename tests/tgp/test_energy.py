@@ -144,6 +144,9 @@ def _grid(centre, half_width, step):
     return centre + np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
 
 
+# a dense grid of the literal energy (about 20 s); the KL energy's grid test stays in
+# the default run
+@pytest.mark.slow
 def test_hsic_minimiser_is_the_grid_argmin_of_the_literal_energy(hsic_2d):
     X, Y, tgp = hsic_2d
     Z = np.array([[0.1, -0.4], [-0.6, 0.5], [0.5, 0.3], [-0.2, -0.8]])
