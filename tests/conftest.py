@@ -141,10 +141,11 @@ def pytest_collection_finish(session):
     (``pytest_xdist_node_collection_finished``), once for all workers."""
     if _is_worker(session.config):
         return
-    if any(item.path.name == "test_recipes.py" for item in session.items):
-        from tests.test_recipes import RUNS, start_runs
+    from tests.test_recipes import RUNS, selected_scripts, start_runs
 
-        session.config.stash[RUNS] = start_runs()
+    names = selected_scripts(item.nodeid for item in session.items)
+    if names:
+        session.config.stash[RUNS] = start_runs(names=names)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -159,12 +160,12 @@ def pytest_configure_node(node):
 def pytest_xdist_node_collection_finished(node, ids):
     """pytest-xdist controller: start the recipe runs when a worker has
     collected tests/test_recipes.py (the first such worker; once)."""
-    from tests.test_recipes import RUNS, recipe_folder, start_runs
+    from tests.test_recipes import RUNS, recipe_folder, selected_scripts, start_runs
 
     config = node.config
-    if config.stash.get(RUNS, None) is None and any(
-            i.startswith("tests/test_recipes.py") for i in ids):
-        config.stash[RUNS] = start_runs(recipe_folder(config))
+    names = selected_scripts(ids)
+    if config.stash.get(RUNS, None) is None and names:
+        config.stash[RUNS] = start_runs(recipe_folder(config), names)
 
 
 def _remove_suite_cache(session):

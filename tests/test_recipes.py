@@ -26,6 +26,18 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "models").glob("*.py")
 REPRODUCTIONS = {"strings_to_strings", "digits_classification",
                  "digits_reconstruction", "hyperkernel_digits", "hyperkernel_pairs",
                  "sshape_tgp"}
+#: The recipes whose quick runs take about a minute or more on one core (the
+#: Bayesian pose and S-shape evaluations, the sequence and HMM mean-map
+#: recipes, the pose Twin GP): run by the slow run, not the README's command.
+SLOW_SCRIPTS = {"bayesian_pose", "sshape_bayes_eval", "sequence_classification",
+                "bayesian_hmm_meanmap", "pose_tgp"}
+
+
+def selected_scripts(ids) -> list[str]:
+    """The scripts whose test is among the collected test ``ids``."""
+    prefix = "tests/test_recipes.py::test_quick_run_writes_json["
+    names = {i[len(prefix):-1] for i in ids if i.startswith(prefix)}
+    return [n for n in SCRIPTS if n in names]
 
 
 #: Where the session keeps the running recipe process (tests/conftest.py).
@@ -43,8 +55,9 @@ def recipe_folder(config) -> Path:
     return config.stash[FOLDER]
 
 
-def start_runs(out: Path | None = None):
-    """Start one child process that runs every script; return ``(folder, proc)``.
+def start_runs(out: Path | None = None, names=None):
+    """Start one child process that runs the scripts ``names`` (``None``:
+    every script); return ``(folder, proc)``.
 
     The suite starts it as soon as collection is done (tests/conftest.py), so
     the scripts run beside the rest of the suite; the first test here waits for
@@ -54,7 +67,8 @@ def start_runs(out: Path | None = None):
     with open(out / "runner.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "recipe_runner.py"), str(out),
-             *SCRIPTS], cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT)
+             *(SCRIPTS if names is None else names)], cwd=out, env=env, stdout=log,
+            stderr=subprocess.STDOUT)
     (out / "runner.pid").write_text(str(proc.pid))
     return out, proc
 
@@ -106,7 +120,8 @@ def runs(request):
         return out
     started = config.stash.get(RUNS, None)
     if started is None:  # collected without the session hook
-        started = config.stash[RUNS] = start_runs()
+        started = config.stash[RUNS] = start_runs(
+            names=selected_scripts(i.nodeid for i in request.session.items))
     out, proc = started
     proc.wait(timeout=850)
     assert proc.returncode == 0, (out / "runner.log").read_text()[-4000:]
@@ -117,7 +132,9 @@ def test_every_recipe_is_listed():
     assert len(SCRIPTS) >= 12
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in SLOW_SCRIPTS else n
+    for n in SCRIPTS])
 def test_quick_run_writes_json(name, runs):
     status = runs / f"{name}.status"
     assert status.is_file(), f"{name} did not run"
