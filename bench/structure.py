@@ -131,26 +131,53 @@ def _sklearn(kind, t, y, t_new, season):
     return mean, sd, str(gpr.kernel_)
 
 
-def _ours(t, y, t_new, y_new, args):
+def _ours(t, y, t_new, y_new, args, transform):
     import jax
 
-    from bayeskde.structure import StructureGPRegressor, mixture_crps
+    from bayeskde.structure import StructureGPRegressor, mixture_crps, mixture_mean
 
+    s0, c0 = time.perf_counter(), time.process_time()
     model = StructureGPRegressor(max_terms=args.max_terms,
                                  num_starts=args.num_starts,
-                                 num_steps=args.num_steps,
+                                 num_steps=args.num_steps, transform=transform,
                                  key=jax.random.key(0)).fit(t, y)
     pred = model.predict_distribution(t_new)
-    mean = pred.weights @ pred.means
+    mean = mixture_mean(pred)
     lo, hi = model.predict_interval(t_new, 0.9)
     lpd = model.score(t_new, y_new)
+    seconds, cpu = time.perf_counter() - s0, time.process_time() - c0
     scores = {"rmse": float(np.sqrt(np.mean((mean - y_new) ** 2))),
               "crps": float(np.mean(mixture_crps(pred, y_new))),
-              "lpd": lpd, "coverage90": float(np.mean((y_new >= lo) & (y_new <= hi)))}
+              "lpd": lpd, "coverage90": float(np.mean((y_new >= lo) & (y_new <= hi))),
+              "seconds": seconds, "cpu_seconds": cpu}
     table = model.structure_posterior_
-    return scores, {"top": [[e, float(p)] for e, p in zip(
+    post = model.posterior_
+    return {**scores, "top": [[e, float(p)] for e, p in zip(
         table.expressions[:3], table.probabilities[:3], strict=True)],
-        "ess": table.ess}
+        "ess": table.ess, "transform": post.transform,
+        "log_evidence": post.transform_log_evidence[post.transform]}
+
+
+def _gallifrey_rows(res, y_te):
+    """Scores of gallifrey's predictive mixture (marginal Gaussians per particle)."""
+    from bayeskde.structure import (
+        MixturePredictive,
+        mixture_crps,
+        mixture_log_density,
+        mixture_mean,
+        mixture_quantiles,
+    )
+
+    pred = MixturePredictive(np.asarray(res["weights"]), np.asarray(res["means"]),
+                             np.maximum(np.asarray(res["sds"]), 1e-12),
+                             np.zeros(len(res["weights"]), int), 0.0)
+    mean = mixture_mean(pred)
+    lo, hi = mixture_quantiles(pred, [0.05, 0.95])
+    return {"rmse": float(np.sqrt(np.mean((mean - y_te) ** 2))),
+            "crps": float(np.mean(mixture_crps(pred, y_te))),
+            "lpd": float(np.mean(mixture_log_density(pred, y_te))),
+            "coverage90": float(np.mean((y_te >= lo) & (y_te <= hi))),
+            "seconds": res["seconds"], "cpu_seconds": res["cpu_seconds"]}
 
 
 def main(argv=None):
@@ -161,6 +188,11 @@ def main(argv=None):
     parser.add_argument("--max-terms", type=int, default=2)
     parser.add_argument("--num-starts", type=int, default=3)
     parser.add_argument("--num-steps", type=int, default=60)
+    parser.add_argument("--transforms", nargs="+", default=["none", "log"],
+                        help="transforms of y fitted; 'ours' is the one of larger "
+                        "evidence (transform='auto' when both)")
+    parser.add_argument("--gallifrey-results", default=None,
+                        help="JSON written by bench/structure_gallifrey.py")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -170,6 +202,12 @@ def main(argv=None):
     proc = subprocess.run([args.peer_python, __file__, "--worker", "--series",
                            *args.series], capture_output=True, text=True, check=True)
     data = json.loads(proc.stdout)
+    gallifrey = None
+    if args.gallifrey_results:
+        gallifrey = {}
+        with open(args.gallifrey_results) as f:
+            for line in f:
+                gallifrey.update(json.loads(line))
     print(json.dumps({"peers_subprocess_seconds": time.perf_counter() - start}),
           flush=True)
     results = []
@@ -191,11 +229,19 @@ def main(argv=None):
             rows.append({"method": kind, "seconds": time.perf_counter() - s0,
                          "cpu_seconds": time.process_time() - c0,
                          **_gaussian_scores(mean, sd, y_te), "kernel": kern})
-        s0, c0 = time.perf_counter(), time.process_time()
-        scores, extra = _ours(t_tr, y_tr, t_te, y_te, args)
-        rows.append({"method": "ours", "seconds": time.perf_counter() - s0,
-                     "cpu_seconds": time.process_time() - c0,
-                     **scores, **extra})
+        if gallifrey is not None and name in gallifrey:
+            rows.append({"method": "gallifrey",
+                         **_gallifrey_rows(gallifrey[name], y_te)})
+        # ours: y and log y fitted apart (the same key and program as
+        # transform="auto", which keeps the one of larger evidence)
+        fits = {tr: _ours(t_tr, y_tr, t_te, y_te, args, tr) for tr in args.transforms
+                if tr == "none" or np.all(y_tr > 0)}
+        for tr, row in fits.items():
+            rows.append({"method": f"ours_{tr}", **row})
+        best = max(fits, key=lambda tr: fits[tr]["log_evidence"])
+        rows.append({**fits[best], "method": "ours",
+                     "seconds": sum(f["seconds"] for f in fits.values()),
+                     "cpu_seconds": sum(f["cpu_seconds"] for f in fits.values())})
         for row in rows:
             row.update({"series": name, "n_train": int(k), "horizon": int(len(t) - k)})
             print(json.dumps(row), flush=True)
@@ -203,7 +249,7 @@ def main(argv=None):
     summary = {}
     for name in args.series:
         rows = [r for r in results if r["series"] == name]
-        best_peer = min(r["crps"] for r in rows if r["method"] != "ours")
+        best_peer = min(r["crps"] for r in rows if not r["method"].startswith("ours"))
         ours = next(r for r in rows if r["method"] == "ours")
         summary[name] = ours["crps"] / best_peer
     ratios = np.array(list(summary.values()))
@@ -212,7 +258,8 @@ def main(argv=None):
                       "series_ours_at_or_below_best_peer": int(np.sum(ratios <= 1.0)),
                       "config": {"max_terms": args.max_terms,
                                  "num_starts": args.num_starts,
-                                 "num_steps": args.num_steps}}))
+                                 "num_steps": args.num_steps,
+                                 "transforms": args.transforms}}))
 
 
 if __name__ == "__main__":

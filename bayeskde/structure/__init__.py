@@ -17,14 +17,18 @@ mixtures.
 """
 
 from .estimator import MIN_POINTS as MIN_POINTS
+from .estimator import TRANSFORMS as TRANSFORMS
 from .estimator import StructureGPRegressor as StructureGPRegressor
 from .estimator import fit_structure_gp as fit_structure_gp
+from .evidence import LagTable as LagTable
 from .evidence import gp_log_marginal_likelihood as gp_log_marginal_likelihood
 from .evidence import importance_log_evidence as importance_log_evidence
+from .evidence import lag_table as lag_table
 from .evidence import laplace_log_evidence as laplace_log_evidence
 from .evidence import log_joint as log_joint
 from .evidence import natural_params as natural_params
 from .evidence import noise_floor as noise_floor
+from .evidence import structure_gram as structure_gram
 from .evidence import structure_kernel as structure_kernel
 from .grammar import BASE_KERNELS as BASE_KERNELS
 from .grammar import DEFAULT_TERMS as DEFAULT_TERMS
@@ -35,6 +39,7 @@ from .grammar import parse_term as parse_term
 from .grammar import structure_log_prior as structure_log_prior
 from .grammar import term_kernel as term_kernel
 from .posterior import StructurePosterior as StructurePosterior
+from .posterior import active_layout as active_layout
 from .posterior import periodogram_peaks as periodogram_peaks
 from .posterior import structure_posterior as structure_posterior
 from .predictive import MixturePredictive as MixturePredictive
@@ -58,6 +63,11 @@ __all__ = [
     "StructureGPRegressor",
     "fit_structure_gp",
     "MIN_POINTS",
+    "TRANSFORMS",
+    "LagTable",
+    "lag_table",
+    "structure_gram",
+    "active_layout",
     "gp_log_marginal_likelihood",
     "importance_log_evidence",
     "laplace_log_evidence",

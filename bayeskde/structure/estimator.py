@@ -34,7 +34,7 @@ from .predictive import (
 from .priors import data_scales, parameter_prior
 from .summary import StructureTable, structure_inference_data, structure_table
 
-__all__ = ["fit_structure_gp", "StructureGPRegressor", "MIN_POINTS"]
+__all__ = ["fit_structure_gp", "StructureGPRegressor", "MIN_POINTS", "TRANSFORMS"]
 
 #: The fewest training points accepted.
 MIN_POINTS = 5
@@ -60,12 +60,37 @@ def _series(t, y=None, *, fit=True):
     return t, y
 
 
+#: The transforms of ``y`` the fit can model.
+TRANSFORMS = ("auto", "none", "log")
+
+
+def _transform_log_evidence(post: StructurePosterior, y: np.ndarray,
+                            transform: str) -> float:
+    """``log p(y | transform)`` in the user's units: the grammar's evidence of
+    the standardised series plus the Jacobians ``-n log sd`` of standardising and
+    ``-sum log y`` of the log."""
+    total = np.logaddexp.reduce(post.grammar.log_prior + post.log_evidence)
+    jacobian = -y.size * np.log(post.scales.y_sd)
+    if transform == "log":
+        jacobian -= np.sum(np.log(y))
+    return float(total + jacobian)
+
+
 def fit_structure_gp(
     key: jax.Array, t: ArrayLike, y: ArrayLike, *,
     terms=DEFAULT_TERMS, max_terms: int = 2, inclusion: float = 0.3,
-    num_starts: int = 3, num_steps: int = 60,
+    num_starts: int = 3, num_steps: int = 60, transform: str = "auto",
 ) -> StructurePosterior:
     """The posterior over kernel structures and parameters of a series.
+
+    The GP models ``y`` or, where every ``y > 0``, ``log y`` (growth by a factor,
+    seasonality proportional to the level: a multiplicative series). With
+    ``transform="auto"`` both are fitted (one compiled program serves both) and
+    the one of larger evidence ``p(y | transform)``, compared in ``y``'s units
+    with the Jacobian of the log, is kept (Box and Cox 1964's choice of a
+    transform by likelihood, here by the marginal likelihood summed over
+    structures); both evidences are in ``transform_log_evidence``. On the log
+    scale the forecast is a mixture of log-normals.
 
     Args:
         key: a ``jax.random`` key (the optimiser's random starts).
@@ -77,6 +102,8 @@ def fit_structure_gp(
             (:mod:`~bayeskde.structure.grammar`).
         num_starts: optimiser starts per structure.
         num_steps: L-BFGS iterations per start.
+        transform: ``"auto"`` (the default: ``"log"`` or ``"none"`` by
+            evidence, ``"none"`` where some ``y <= 0``), ``"none"`` or ``"log"``.
 
     Returns:
         A :class:`~bayeskde.structure.StructurePosterior`.
@@ -84,7 +111,8 @@ def fit_structure_gp(
     Raises:
         TypeError: ``key`` is not a key, or ``t``/``y`` not numeric.
         ValueError: wrong shapes, NaN/inf, fewer than 5 points or two distinct
-            times, or an out-of-range setting.
+            times, an out-of-range setting, or ``transform="log"`` with some
+            ``y <= 0``.
 
     Examples:
         :class:`StructureGPRegressor`'s example fits through this function
@@ -94,14 +122,30 @@ def fit_structure_gp(
     t, y = _series(t, y)
     num_starts = check_integer(num_starts, "num_starts", minimum=1)
     num_steps = check_integer(num_steps, "num_steps", minimum=1)
+    if transform not in TRANSFORMS:
+        raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
+    positive = bool(np.all(y > 0))
+    if transform == "log" and not positive:
+        raise ValueError("transform='log' needs every y > 0, got min(y) = "
+                         f"{float(np.min(y))}")
+    if transform == "auto":
+        candidates = ("none", "log") if positive else ("none",)
+    else:
+        candidates = (transform,)
     grammar = make_grammar(terms, max_terms, inclusion)
-    scales = data_scales(t, y)
-    prior = parameter_prior(grammar, scales)
-    tau = (t - scales.t_min) / scales.span
-    z = (y - scales.y_mean) / scales.y_sd
-    return structure_posterior(key, as_float_array(tau, "t"), as_float_array(z, "y"),
-                               grammar, prior, scales, num_starts=num_starts,
-                               num_steps=num_steps)
+    fits, evidence = {}, {}
+    for name in candidates:
+        target = np.log(y) if name == "log" else y
+        scales = data_scales(t, target)
+        prior = parameter_prior(grammar, scales)
+        tau = (t - scales.t_min) / scales.span
+        z = (target - scales.y_mean) / scales.y_sd
+        fits[name] = structure_posterior(
+            key, as_float_array(tau, "t"), as_float_array(z, "y"), grammar, prior,
+            scales, num_starts=num_starts, num_steps=num_steps)
+        evidence[name] = _transform_log_evidence(fits[name], y, name)
+    best = max(evidence, key=evidence.get)
+    return fits[best]._replace(transform=best, transform_log_evidence=evidence)
 
 
 class StructureGPRegressor(RegressorMixin, BaseEstimator):
@@ -115,6 +159,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         inclusion: the grammar's inclusion probability.
         num_starts: optimiser starts per structure.
         num_steps: L-BFGS iterations per start.
+        transform: ``"auto"``, ``"none"`` or ``"log"`` (:func:`fit_structure_gp`).
         key: a ``jax.random`` key for the starts (keyword-only; ``None``: key 0).
 
     Attributes:
@@ -134,12 +179,13 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, terms=DEFAULT_TERMS, max_terms: int = 2,
                  inclusion: float = 0.3, num_starts: int = 3, num_steps: int = 60,
-                 *, key=None):
+                 transform: str = "auto", *, key=None):
         self.terms = terms
         self.max_terms = max_terms
         self.inclusion = inclusion
         self.num_starts = num_starts
         self.num_steps = num_steps
+        self.transform = transform
         self.key = key
 
     def fit(self, t: ArrayLike, y: ArrayLike):
@@ -148,7 +194,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         self.posterior_ = fit_structure_gp(
             key, t, y, terms=self.terms, max_terms=self.max_terms,
             inclusion=self.inclusion, num_starts=self.num_starts,
-            num_steps=self.num_steps)
+            num_steps=self.num_steps, transform=self.transform)
         self.structure_posterior_: StructureTable = structure_table(self.posterior_)
         return self
 

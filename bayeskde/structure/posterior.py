@@ -91,6 +91,12 @@ class StructurePosterior(NamedTuple):
         start_grad_norm: ``(num_structures, num_starts)`` the gradient's norm
             there (convergence diagnostic).
         floor: the noise-variance floor used (standardised units).
+        transform: ``"none"`` or ``"log"``: the series the GP models, ``y`` or
+            ``log y`` (:func:`~bayeskde.structure.fit_structure_gp` chooses it by
+            evidence).
+        transform_log_evidence: ``{transform: log p(y | transform)}`` in the
+            user's units (the Jacobians of standardising and of the log
+            included), for every transform that was fitted.
     """
 
     grammar: Grammar
@@ -110,6 +116,8 @@ class StructurePosterior(NamedTuple):
     start_log_joint: np.ndarray
     start_grad_norm: np.ndarray
     floor: float
+    transform: str = "none"
+    transform_log_evidence: dict | None = None
 
 
 def periodogram_peaks(tau: np.ndarray, z: np.ndarray, low: float, high: float,

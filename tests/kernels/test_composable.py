@@ -75,3 +75,27 @@ def test_params_are_traceable():
     batch = jax.vmap(lambda s: SquaredExponential(s)(t))(jnp.asarray([0.5, 1.0],
                                                                      DTYPE))
     assert_close(batch[1], sk.RBF(1.0)(T[:, None]))
+
+
+@pytest.mark.parametrize("kernel", [SquaredExponential(0.7), Periodic(1.3, 0.9),
+                                    RationalQuadratic(0.5, 2.0), Constant(2.5),
+                                    WhiteNoise(0.3), Constant(2.0) * Periodic(
+                                        1.3, 0.9) * SquaredExponential(0.4)
+                                    + RationalQuadratic(0.5, 2.0)])
+def test_stationary_kernels_on_lags_match_the_gram(kernel):
+    """k(r, 0) on the lags, gathered, is the Gram matrix (scikit-learn's for the
+    formulas, by test_gram_matches_sklearn)."""
+    t = jnp.asarray(T, DTYPE)
+    assert kernel.stationary
+    lags = np.abs(T[:, None] - S[None, :])
+    on = kernel.on_lags(jnp.asarray(lags.ravel(), DTYPE)).reshape(lags.shape)
+    assert_close(on, kernel(t, jnp.asarray(S, DTYPE)))
+
+
+@pytest.mark.parametrize("kernel", [Linear(0.0), Linear(0.0) * SquaredExponential(
+    1.0), ChangePoint(SquaredExponential(0.5), Constant(1.0), 0.0, 1.0),
+    SquaredExponential(1.0) + Linear(0.0)])
+def test_non_stationary_kernels_refuse_lags(kernel):
+    assert not kernel.stationary
+    with pytest.raises(TypeError, match="not stationary"):
+        kernel.on_lags(jnp.asarray([0.0, 1.0], DTYPE))

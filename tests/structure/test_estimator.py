@@ -84,6 +84,8 @@ def test_bad_series(t, y, match):
     ({"max_terms": 0}, ValueError, "max_terms"),
     ({"inclusion": -0.1}, ValueError, "inclusion"),
     ({"terms": ("SE", "WAVE")}, ValueError, "terms"),
+    ({"transform": "sqrt"}, ValueError, "transform must be one of"),
+    ({"transform": "log"}, ValueError, "needs every y > 0"),
 ])
 def test_bad_settings(kwargs, err, match):
     t = np.arange(10.0)

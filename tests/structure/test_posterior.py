@@ -4,11 +4,18 @@ planted structure gets most of the mass, the masses are normalised in log space
 the same key gives the same result without recompiling."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayeskde.structure import fit_structure_gp, structure_table
-from tests.helpers import count_compilations
+from bayeskde.structure import (
+    fit_structure_gp,
+    laplace_log_evidence,
+    log_joint,
+    mixture_predictive,
+    structure_table,
+)
+from tests.helpers import DTYPE, X64, count_compilations
 
 # Each fit compiles the optimiser, its line search and the Hessian (about 15 s on
 # 2 cores): these run with the slow tests; the default run fits once, in the
@@ -34,6 +41,45 @@ def fitted():
     return t, y, fit_structure_gp(jax.random.key(0), t, y, **CONFIG)
 
 
+def test_own_coordinates_give_the_full_layouts_laplace(fitted):
+    """Each structure is fitted in its own coordinates; at its modes, the Laplace
+    evidence over the whole parameter layout (the public log joint and its
+    autodiff Hessian, the other terms' parameters at their prior means) is the
+    same number: the left-out block's Gaussian prior integrates to one."""
+    _, _, post = fitted
+    g = post.grammar
+    positive = tuple(bool(b) for b in g.param_positive)
+    loc = jnp.asarray(post.prior.loc, DTYPE)
+    scale = jnp.asarray(post.prior.scale, DTYPE)
+    for c, s in enumerate(post.component_structure):
+        mask = jnp.asarray(g.masks[s], DTYPE)
+
+        def lj(u, mask=mask):
+            return log_joint(u, mask, post.tau, post.z, loc, scale, terms=g.terms,
+                             positive=positive, floor=post.floor)
+
+        u = jnp.asarray(post.component_u[c], DTYPE)
+        full = float(laplace_log_evidence(lj(u), -jax.hessian(lj)(u)))
+        # the mode's Laplace mass, read back from its normalised mixture weight
+        ours = (post.component_log_weight[c] - g.log_prior[s]
+                + np.logaddexp.reduce(g.log_prior + post.log_evidence))
+        np.testing.assert_allclose(full, ours, atol=1e-6 if X64 else 2e-2)
+
+
+def test_multiplicative_series_chooses_the_log():
+    """exp(LIN + PER) (growth by a factor, seasonality proportional to the
+    level): the evidence in y's units, Jacobian included, prefers log y; the
+    additive planted series keeps y (its minimum is below zero: only y is
+    fitted). Same length as the fixture, so the program is not compiled again."""
+    t, y = planted(30)
+    post = fit_structure_gp(jax.random.key(0), t, np.exp(0.5 * y), **CONFIG)
+    assert post.transform == "log"
+    ev = post.transform_log_evidence
+    assert ev["log"] > ev["none"] + 3.0
+    pred = mixture_predictive(post, np.array([30.0, 31.0]))
+    assert pred.log_scale
+
+
 def test_planted_structure_has_most_mass(fitted):
     _, _, post = fitted
     table = structure_table(post, 3)
@@ -41,6 +87,13 @@ def test_planted_structure_has_most_mass(fitted):
     assert table.probabilities[0] > 0.5
     period = float(table.expressions[0].split("PER(")[1].split(")")[0])
     assert abs(period - 6.0) < 0.3
+
+
+def test_additive_series_keeps_y(fitted):
+    _, y, post = fitted
+    assert post.transform == "none"
+    assert set(post.transform_log_evidence) == ({"none"} if y.min() <= 0
+                                                else {"none", "log"})
 
 
 def test_normalised_in_log_space(fitted):

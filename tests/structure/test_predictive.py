@@ -92,3 +92,53 @@ def test_joint_draws_match_moments(handmade):
     assert np.all(np.abs(draws.var(1) - var) < 5 * var * np.sqrt(8 / 20000))
     same = mixture_sample(jax.random.key(3), post, T_NEW, 20000)
     np.testing.assert_array_equal(draws, same)
+
+
+def _log_normal_mixture():
+    from bayeskde.structure import MixturePredictive
+
+    means = np.array([[0.2, 1.0, 2.5], [0.6, 0.8, 3.0]])
+    sds = np.array([[0.3, 0.5, 0.2], [0.4, 0.2, 0.6]])
+    return MixturePredictive(np.array([0.35, 0.65]), means, sds, np.array([0, 1]),
+                             0.0, True)
+
+
+def test_log_normal_components_against_scipy():
+    """Log-scale components: mean, density, quantiles against scipy's lognorm,
+    and the CRPS against the closed form of one log-normal (Baran and Lerch
+    2015) and against quadrature of its integral definition for the mixture."""
+    from scipy.integrate import quad
+    from scipy.stats import lognorm
+
+    from bayeskde.structure import MixturePredictive
+
+    pred = _log_normal_mixture()
+    y = np.array([1.1, 0.5, 20.0])
+    dists = [[lognorm(s=pred.sds[c, j], scale=np.exp(pred.means[c, j]))
+              for j in range(3)] for c in range(2)]
+    mean = [sum(pred.weights[c] * dists[c][j].mean() for c in range(2))
+            for j in range(3)]
+    np.testing.assert_allclose(mixture_mean(pred), mean, rtol=1e-12)
+    dens = [sum(pred.weights[c] * dists[c][j].pdf(y[j]) for c in range(2))
+            for j in range(3)]
+    assert_close(mixture_log_density(pred, y), np.log(dens), rtol=LOOSE, atol=LOOSE)
+    q = mixture_quantiles(pred, [0.1, 0.9])
+    for j in range(3):
+        cdf = sum(pred.weights[c] * dists[c][j].cdf(q[:, j]) for c in range(2))
+        np.testing.assert_allclose(cdf, [0.1, 0.9], atol=1e-9)
+    crps = mixture_crps(pred, y)
+    for j in range(3):
+        def integrand(x, j=j):
+            F = sum(pred.weights[c] * dists[c][j].cdf(x) for c in range(2))
+            return (F - (x >= y[j])) ** 2
+
+        want = (quad(integrand, 0, y[j], limit=200)[0]
+                + quad(integrand, y[j], np.inf, limit=200)[0])
+        np.testing.assert_allclose(crps[j], want, rtol=1e-6)
+    one = MixturePredictive(np.ones(1), pred.means[:1], pred.sds[:1], np.zeros(1, int),
+                            0.0, True)
+    mu, s = pred.means[0], pred.sds[0]
+    z = (np.log(y) - mu) / s
+    closed = y * (2 * ndtr(z) - 1) - 2 * np.exp(mu + s * s / 2) * (
+        ndtr(z - s) + ndtr(s / np.sqrt(2)) - 1)
+    np.testing.assert_allclose(mixture_crps(one, y), closed, rtol=1e-6)
