@@ -10,16 +10,21 @@ latent variance and replaces the noise by
 
     x | y ~ N(mu(y), Sigma(y) + var_f(y) I),      Sigma(y) = L(y) L(y)^T,       (H)
 
-with L lower triangular, its entries functions of y:
+with L = S(y) C(y), S diagonal and C unit lower triangular, their entries
+functions of y:
 
-    L_jj(y) = exp(g_jj(y)),   L_jk(y) = g_jk(y)  (j > k; zero for ``"diagonal"``),
+    S_jj(y) = exp(g_jj(y)),   C_jk(y) = g_jk(y)  (j > k; zero for ``"diagonal"``),
     g_q(y) = b_q + phi(z)^T w_q,   w_q ~ N(0, tau^2 I),                         (G)
 
-phi the random Fourier features (:func:`~bayeskde.lowrank.fourier_features`)
-of the RBF kernel exp(-gamma ||z - z'||^2) on the standardised outputs z
-(per-dimension mean and standard deviation of the training outputs), so each
-g_q is a GP with mean b_q and covariance tau^2 k(z, z') (Rahimi and Recht
-2007), and Sigma(y) is positive definite for every y. This is the Cholesky
+so the scales carry the units and the C_jk are unit-free (for two outputs the
+correlation is C_21 / sqrt(1 + C_21^2)). phi are the random Fourier features
+(:func:`~bayeskde.lowrank.fourier_features`) of the RBF kernel exp(-gamma ||z
+- z'||^2) on the standardised outputs z (per-dimension mean and standard
+deviation of the training outputs) beside z itself and its squares and
+products (the second-degree polynomial, for the smooth trends a noise scale
+usually has), so each g_q is a GP with mean b_q and covariance tau^2 (k(z,
+z') + p(z)^T p(z')) (Rahimi and Recht 2007), and Sigma(y) is positive
+definite for every y. This is the Cholesky
 parametrisation of a covariance process (Wilson and Ghahramani 2011 build the
 generalised Wishart process from GP factors; Pourahmadi 1999 the modified
 Cholesky decomposition for regression on the covariance), fitted here by MAP.
@@ -30,7 +35,7 @@ r_i ~ N(0, Sigma(y_i) + v_i I). (b, w) maximise
 
     sum_i log N(r_i; 0, Sigma(y_i) + v_i I) - ||w||^2 / (2 tau^2)              (P)
 
-by L-BFGS from Sigma = diag(Var(r)) (w = 0). The structure (``"diagonal"``
+by :data:`STEPS` Adam steps (optax) from Sigma = diag(Var(r)) (w = 0). The structure (``"diagonal"``
 or ``"full"``), gamma and tau are chosen by K-fold cross-validation: the
 held-out log density log N(r_i; 0, Sigma_-k(y_i) + v_i I) of each residual
 under the fit without its fold; the folds are masks on the same arrays, so
@@ -42,7 +47,7 @@ the noise model learns from x. ``"full"`` is a candidate for d_x <= 12 (d_x
 The frequencies of phi are a fixed draw (key 0, scaled by gamma): part of
 the model's definition, like a quadrature rule, so a fit is deterministic.
 
-Cost: per L-BFGS step O(m F Q + m d_x^3) for m residuals, F features and Q
+Cost: per Adam step O(m F Q + m d_x^3) for m residuals, F features and Q
 functions (Q = d_x diagonal, d_x (d_x + 1) / 2 full); a likelihood evaluation
 O(n_c (F Q + d_x^3) + n n_c d_x^2) for n test inputs at n_c outputs.
 """
@@ -80,7 +85,7 @@ FULL_MAX_DIM = 12
 GAMMA_FACTORS = (0.25, 1.0, 4.0)
 #: Prior scales tau of the functions g_q (in log-standard-deviation units on
 #: the diagonal).
-TAUS = (0.3, 1.0, 3.0)
+TAUS = (0.3, 1.0, 3.0, 10.0)
 #: Frequencies of the feature map (2x as many features: a cosine and a sine).
 NUM_FREQUENCIES = 128
 #: Folds of the cross-validation.
@@ -121,18 +126,22 @@ class HeteroscedasticNoise(NamedTuple):
 
 
 def _features(omega, y_mean, y_scale, outputs):
-    return fourier_features((outputs - y_mean[None]) / y_scale[None], omega)
+    """phi(z): the random Fourier features and the second-degree polynomial
+    terms of the standardised outputs (scaled to unit size)."""
+    z = (outputs - y_mean[None]) / y_scale[None]
+    i, j = np.triu_indices(z.shape[1])
+    poly = jnp.concatenate([z, z[:, i] * z[:, j] / np.sqrt(2.0)], axis=1)
+    return jnp.concatenate([fourier_features(z, omega), poly], axis=1)
 
 
 def _cholesky_from_g(g, d, rows, cols):
-    """L ``(n, d, d)`` from the functions' values ``g`` ``(n, Q)``: the first
-    d columns the log diagonal, the rest the strictly lower entries."""
+    """L = S C ``(n, d, d)`` from the functions' values ``g`` ``(n, Q)``: the
+    first d columns log diag(S), the rest C's strictly lower entries."""
     n = g.shape[0]
-    L = jnp.zeros((n, d, d), g.dtype)
-    L = L.at[:, jnp.arange(d), jnp.arange(d)].set(jnp.exp(g[:, :d]))
+    C = jnp.broadcast_to(jnp.eye(d, dtype=g.dtype)[None], (n, d, d))
     if rows.shape[0]:
-        L = L.at[:, rows, cols].set(g[:, d:])
-    return L
+        C = C.at[:, rows, cols].set(g[:, d:])
+    return jnp.exp(g[:, :d])[:, :, None] * C
 
 
 def noise_cholesky(noise: HeteroscedasticNoise, outputs) -> jax.Array:
