@@ -249,6 +249,13 @@ def quadrature_posterior(
     coarse = J.reshape(n, n, -1)[::2, ::2].reshape(-1, J.shape[1])
     log_z2 = np.logaddexp.reduce(coarse, axis=0) + logdet + 2 * np.log(2 * dz)
     log_marginal = float(np.logaddexp.reduce(log_z))
+    if not np.isfinite(log_marginal):
+        raise ValueError(
+            "the evidence is not finite on any (rate, degree) pair's quadrature "
+            f"grid (the noise's posterior mode is at log s^2 = {float(np.max(v)):.3g}"
+            ", the edge of working precision): X looks like a noise-free "
+            "function of Y, which the Gaussian noise of the quadrature fit "
+            "cannot resolve; use method='nuts' or add the simulator's noise")
     post = np.exp(log_z - log_marginal)
     heavy = post >= 1e-6
     edge = np.ones((n, n), bool)

@@ -15,7 +15,7 @@ from bayeskde.inverse import (
     prepare_inverse_gp_data,
     quadrature_posterior,
 )
-from tests.helpers import EPS, LOOSE
+from tests.helpers import EPS, LOOSE, X64
 
 PRIOR = InverseGPPrior(max_degree=2, n_gamma=4, gamma_low=0.3, gamma_high=30.0)
 
@@ -167,3 +167,28 @@ def test_quadrature_at_a_large_log_joint_is_precision_independent():
     np.testing.assert_allclose(q.pair_posterior, ref.pair_posterior, atol=1e-4)
     # a maximiser located to sqrt(eps) (flat to second order at the mode)
     np.testing.assert_allclose(q.mode, ref.mode, atol=LOOSE)
+
+
+def test_noise_free_data_gets_a_clear_error():
+    """X an exact function of Y: the noise's mode sits at the edge of working
+    precision (log s^2 about -28 in float32). In float32 no pair's grid then
+    has a finite evidence and the fit says so, naming the way out, instead
+    of failing inside NumPy; float64 resolves the grid (log s^2 about -37)."""
+    from bayeskde.inverse import fit_inverse_gp
+
+    rng = np.random.default_rng(0)
+    t = rng.uniform(0.0, 1.0, 200)
+    x = t + 0.3 * np.sin(2 * np.pi * t)
+
+    def fit():
+        return fit_inverse_gp(jax.random.key(0), x[:, None], t[:, None],
+                              method="quadrature", progress_bar=False,
+                              noise="gaussian")
+
+    if X64:
+        f = fit()
+        assert np.log(f.map_params["noise"]) < -30
+        assert np.isfinite(f.report.log_z_change)
+    else:
+        with pytest.raises(ValueError, match="noise-free function of Y"):
+            fit()
