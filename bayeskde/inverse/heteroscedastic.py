@@ -37,12 +37,12 @@ r_i ~ N(0, Sigma(y_i) + v_i I). (b, w) maximise
 
 by :data:`STEPS` Adam steps (optax) from Sigma = diag(Var(r)) (w = 0). The
 structure (``"diagonal"`` or ``"full"``), gamma and tau are chosen by K-fold
-cross-validation: the held-out log density log N(r_i; 0, Sigma_-k(y_i) + v_i I) of each residual
-under the fit without its fold; the folds are masks on the same arrays, so
-every fold and every tau is one vmapped program. The features depend on the
-outputs only, never on x, so the held-out points are held out of everything
-the noise model learns from x. ``"full"`` is a candidate for d_x <= 12 (d_x
-(d_x + 1) / 2 functions).
+cross-validation: the held-out log density log N(r_i; 0, Sigma_-k(y_i) + v_i
+I) of each residual under the fit without its fold; the folds are masks on the
+same arrays, so every fold and every tau is one vmapped program. The features
+depend on the outputs only, never on x, so the held-out points are held out of
+everything the noise model learns from x. ``"full"`` is a candidate for d_x <=
+12 (d_x (d_x + 1) / 2 functions).
 
 The frequencies of phi are a fixed draw (key 0, scaled by gamma): part of
 the model's definition, like a quadrature rule, so a fit is deterministic.
