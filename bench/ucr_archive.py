@@ -125,8 +125,32 @@ def _estimator(method):
     return KNeighborsTimeSeriesClassifier(distance="dtw", n_neighbors=1), True
 
 
+_COMPILES = {"n": 0, "s": 0.0, "hits": 0}
+
+
+def _count_compiles():
+    """Count the XLA programs a run asks for, the persistent cache's hits among
+    them and the seconds spent compiling or loading them, through JAX's public
+    monitoring events: what a set compiles anew that another set's run did not
+    leave in the cache."""
+    import jax
+
+    def listen_duration(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            _COMPILES["n"] += 1
+            _COMPILES["s"] += duration
+
+    def listen(event, **kw):
+        if event == "/jax/compilation_cache/cache_hits":
+            _COMPILES["hits"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(listen_duration)
+    jax.monitoring.register_event_listener(listen)
+
+
 def run_one(name, methods):
     """Every method on one set, in this process; returns the row."""
+    _count_compiles()
     Xtr, ytr = load(name, "train")
     Xte, yte = load(name, "test")
     lens = [len(x) for x in Xtr + Xte]
@@ -136,13 +160,17 @@ def run_one(name, methods):
     for m in methods:
         est, aeon = _estimator(m)
         a, b = (_aeon(Xtr, T), _aeon(Xte, T)) if aeon else (Xtr, Xte)
+        c0 = dict(_COMPILES)
         t0 = time.perf_counter()
         est.fit(a, ytr)
         t1 = time.perf_counter()
         pred = np.asarray(est.predict(b))
         t2 = time.perf_counter()
         r = {"accuracy": float(np.mean(pred == yte)), "fit_s": round(t1 - t0, 2),
-             "predict_s": round(t2 - t1, 2)}
+             "predict_s": round(t2 - t1, 2),
+             "xla_programs": _COMPILES["n"] - c0["n"],
+             "xla_cache_hits": _COMPILES["hits"] - c0["hits"],
+             "xla_compile_s": round(_COMPILES["s"] - c0["s"], 2)}
         if hasattr(est, "procedure_"):
             r["procedure"] = est.procedure_
             r["procedure_scores"] = est.procedure_scores_

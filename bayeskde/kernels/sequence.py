@@ -48,6 +48,7 @@ from .._typing import ArrayLike, float_dtype
 from .._validation import check_integer, check_padded_series, check_positive
 
 __all__ = [
+    "bucket_length",
     "pad_series",
     "log_global_alignment",
     "global_alignment_gram",
@@ -59,6 +60,33 @@ __all__ = [
 
 DEFAULT_BLOCK_SIZE = 512
 """Sequence pairs per compiled block of the alignment recursion."""
+
+_SIGNATURE_TILE = 256
+"""Series per compiled call of the signature recursion."""
+
+
+def bucket_length(n: int) -> int:
+    """``n`` rounded up to a multiple of ``max(8, 2^(bit_length(n) - 4))``: at
+    most 1/8 more and few distinct values (multiples of 8 below 128, 16 up to
+    256, ...), so that the padded arrays of data sets of nearby lengths share
+    one compiled program (and the persistent compilation cache serves a set
+    from another's entry).
+
+    Examples:
+        >>> [bucket_length(n) for n in (1, 24, 80, 128, 131, 345, 1460)]
+        [8, 24, 80, 128, 144, 352, 1536]
+    """
+    n = check_integer(n, "n", minimum=1)
+    step = max(8, 1 << max(n.bit_length() - 4, 0))
+    return -(-n // step) * step
+
+
+def _pad_time_to(X, T):
+    """``(n, t, d)`` padded along time to ``T >= t`` by repeating the last frame
+    (never read past each length)."""
+    extra = T - X.shape[1]
+    return np.concatenate([X, np.repeat(X[:, -1:], extra, axis=1)], axis=1) if (
+        extra > 0) else X
 
 
 def pad_series(X) -> tuple[np.ndarray, np.ndarray]:
@@ -143,24 +171,30 @@ def _log_gak_block(xs, nx, ys, ny, inv_two_sigma2, triangular):
     return out
 
 
-@jax.jit
-def _log_gak_pairs(XA, la, XB, lb, ia, ib, inv_two_sigma2, triangular):
-    return _log_gak_block(XA[ia], la[ia], XB[ib], lb[ib], inv_two_sigma2, triangular)
+_log_gak_pairs = jax.jit(_log_gak_block)
 
 
 def _pairs_log_gak(XA, la, XB, lb, ia, ib, inv, tri, block_size):
-    """``log k_GA`` of the pairs ``(ia[k], ib[k])`` in blocks of one shape."""
+    """``log k_GA`` of the pairs ``(ia[k], ib[k])`` in blocks of one shape: the
+    pairs of a block are gathered here (not inside the compiled program), the
+    number per block is a power of two up to ``block_size`` and the length a
+    :func:`bucket_length`, so the program depends on neither data set size."""
     out = np.empty(len(ia), dtype=np.float64)
-    XA, XB = jnp.asarray(XA), jnp.asarray(XB)
-    la, lb = jnp.asarray(la), jnp.asarray(lb)
-    for start in range(0, len(ia), block_size):
-        sl = slice(start, min(start + block_size, len(ia)))
-        a, b = ia[sl], ib[sl]
-        pad = block_size - len(a) if len(ia) > block_size else 0
-        a = np.concatenate([a, np.repeat(a[:1], pad)]).astype(np.int32)
-        b = np.concatenate([b, np.repeat(b[:1], pad)]).astype(np.int32)
-        vals = _log_gak_pairs(XA, la, XB, lb, a, b, inv, tri)
-        out[sl] = np.asarray(vals)[: sl.stop - sl.start]
+    if len(ia) == 0:
+        return out
+    T = bucket_length(max(XA.shape[1], XB.shape[1]))
+    dtype = float_dtype()
+    XA = _pad_time_to(np.asarray(XA, dtype), T)
+    XB = _pad_time_to(np.asarray(XB, dtype), T)
+    bs = min(block_size, 1 << (len(ia) - 1).bit_length())
+    for start in range(0, len(ia), bs):
+        a, b = ia[start:start + bs], ib[start:start + bs]
+        k = len(a)
+        a = np.concatenate([a, np.repeat(a[:1], bs - k)])
+        b = np.concatenate([b, np.repeat(b[:1], bs - k)])
+        vals = _log_gak_pairs(XA[a], jnp.asarray(la[a], jnp.int32), XB[b],
+                              jnp.asarray(lb[b], jnp.int32), inv, tri)
+        out[start:start + k] = np.asarray(vals)[:k]
     return out
 
 
@@ -374,7 +408,16 @@ def signature_features(
     if Xc.shape[1] == 1:
         return jnp.zeros((Xc.shape[0], signature_dimension(Xc.shape[2], depth)),
                          Xc.dtype)
-    return _signature_batch(jnp.asarray(Xc), jnp.asarray(lc), depth)
+    # tiles of one shape (a power of two up to 256 series, a bucketed length):
+    # data sets of other sizes reuse the compiled recursion
+    n = Xc.shape[0]
+    tile = min(_SIGNATURE_TILE, 1 << (n - 1).bit_length())
+    Xc = _pad_time_to(Xc, bucket_length(Xc.shape[1]))
+    rows = np.concatenate([np.arange(n), np.zeros(-n % tile, np.int64)])
+    out = [_signature_batch(jnp.asarray(Xc[rows[i:i + tile]]),
+                            jnp.asarray(lc[rows[i:i + tile]]), depth)
+           for i in range(0, len(rows), tile)]
+    return jnp.concatenate(out)[:n]
 
 
 def truncated_signature_kernel(

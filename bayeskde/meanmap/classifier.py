@@ -51,6 +51,7 @@ from functools import partial
 
 import jax
 import numpy as np
+import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import StratifiedKFold
 from sklearn.preprocessing import LabelEncoder
@@ -192,17 +193,24 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         dtw_budget: with ``kernels="auto"`` and ``selection="nested"``, the
             DTW fallback is scored when ``n^2 T^2 <= dtw_budget`` (T after PAA;
             None: never). 1e9 is about 250 series of 128 frames.
+        max_select: with more training series than this, the kernel, the sum
+            and the ridge are chosen on a stratified random subset of this many
+            (the LOO choice takes an ``n x n`` eigendecomposition per option,
+            O(n^3): ten minutes and more at ``n`` = 8,926) and the kept kernel's
+            ridge is then fitted on every series (one Cholesky solve); only the
+            kept kernel's ``n x n`` Gram is formed. None: always all series.
         key: ``jax.random`` key (HMM restarts, Fourier features, the outer
-            folds); None means ``jax.random.key(0)``.
+            folds, the selection subset); None means ``jax.random.key(0)``.
 
     Attributes (after ``fit``):
         classes_, n_channels_ (``d``), n_features_in_ (a 2-D array's
         columns, scikit-learn's convention), selected_ (the chosen components'
         settings and weights), loo_accuracy_, loo_error_, alpha_, scores_ (every
-        candidate's LOO error and accuracy), C_ (svm), procedure_ (``"window"``,
-        ``"all"`` or ``"dtw"``), procedure_scores_ (each pool's nested-CV
-        accuracy and the DTW rule's LOO accuracy; empty when nothing was to be
-        chosen).
+        candidate's LOO error and accuracy), C_ (svm), selection_rows_ (the
+        training series the choice was made on; None: all, see
+        ``max_select``), procedure_ (``"window"``, ``"all"`` or ``"dtw"``),
+        procedure_scores_ (each pool's nested-CV accuracy and the DTW rule's
+        LOO accuracy; empty when nothing was to be chosen).
 
     Cost: the alignment kernel dominates, O(n^2 T^2 d) per bandwidth on the
     training set and O(m n T^2 d) to predict m sequences (T after PAA); the
@@ -228,7 +236,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                  derivative="auto", max_length=128, normalize="none",
                  method="ridge", combine=True, n_features=64,
                  window_features=10_000, block_size=512, budget=5e7,
-                 selection="nested", dtw_budget=1e9, key=None):
+                 selection="nested", dtw_budget=1e9, max_select=2048, key=None):
         self.kernels = kernels
         self.hmm = hmm
         self.mode_weighting = mode_weighting
@@ -244,6 +252,7 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         self.budget = budget
         self.selection = selection
         self.dtw_budget = dtw_budget
+        self.max_select = max_select
         self.key = key
 
     # ------------------------------------------------------------ options
@@ -290,6 +299,8 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                              f"{self.selection!r}")
         if self.dtw_budget is not None:
             check_positive(self.dtw_budget, "dtw_budget")
+        if self.max_select is not None:
+            check_integer(self.max_select, "max_select", minimum=2)
         if self.n_states != "auto":
             check_integer(self.n_states, "n_states", minimum=1, maximum=64)
         if self.derivative != "auto":
@@ -389,6 +400,9 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             seqs = _znorm(seqs)
         Y = _one_hot(y_idx, len(self.classes_))
         comps, scores = [], []
+        # the series the choice is made on (all of them up to max_select)
+        rows = self.selection_rows_ = self._selection_rows(y_idx, key)
+        Ys, ys = (Y, y_idx) if rows is None else (Y[rows], y_idx[rows])
         t_max = max(len(s) for s in seqs)
         ragged = min(len(s) for s in seqs) < t_max
         for spec in self._candidates(self.n_channels_, key, len(seqs), t_max, ragged):
@@ -411,14 +425,19 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
                     del comps[i], scores[i]
             for c in variants:
                 comps.append(c)
-                scores.append(ridge_loo_score(c.K_, Y, y_idx))
+                scores.append(ridge_loo_score(_gram(c, rows), Ys, ys))
         fams = [c.family for c in comps]
+        # the window kernels of the series and of their differences summed are
+        # two kernels to the one-standard-error rule
+        sizes = [2 if getattr(c, "representation", None) == "both" else 1
+                 for c in comps]
         dtw = self._dtw_candidate(seqs, t_max)
         seed = int(jax.random.randint(jax.random.fold_in(key, 7), (), 0, 2**31 - 1))
+        D = None if dtw is None else (dtw.D_ if rows is None
+                                      else dtw.D_[np.ix_(rows, rows)])
         pools, self.procedure_, self.procedure_scores_ = choose_procedure(
-            [c.K_ for c in comps], fams, Y, y_idx, seed,
-            None if dtw is None else dtw.D_, nested=self.selection == "nested",
-            combine=self.combine)
+            [_gram(c, rows) for c in comps], fams, Ys, ys, seed, D,
+            nested=self.selection == "nested", combine=self.combine, sizes=sizes)
         if self.procedure_ == "dtw":
             self.components_, self.weights_ = [dtw], np.ones(1)
             self.selected_ = [dict(_describe(dtw), weight=1.0)]
@@ -429,9 +448,10 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             self._y_idx = y_idx
             return self
         pool = pools.get(self.procedure_, pools["all"])
-        choice = select_kernel([comps[i].K_ for i in pool], [fams[i] for i in pool],
-                               Y, y_idx, combine=self.combine,
-                               scores=[scores[i] for i in pool])
+        choice = select_kernel([_gram(comps[i], rows) for i in pool],
+                               [fams[i] for i in pool], Ys, ys, combine=self.combine,
+                               scores=[scores[i] for i in pool],
+                               sizes=[sizes[i] for i in pool])
         options = [(tuple(pool[i] for i in sub), w) for sub, w in choice.options]
         results, best = choice.results, choice.best
         sub, w = options[best]
@@ -448,16 +468,47 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
             entry["loo_error_se"] = r[3]
         K = sum(wi * c.K_ for c, wi in zip(self.components_, self.weights_,
                                            strict=True))
-        self._fit_final(K, Y, y_idx, key)
+        self._fit_final(K, Y, y_idx, key, rows)
         return self
 
-    def _fit_final(self, K, Y, y_idx, key):
+    def _selection_rows(self, y_idx, key):
+        """None, or a stratified random subset of ``max_select`` series (each
+        class keeps its share, at least one series)."""
+        n = len(y_idx)
+        if self.max_select is None or n <= self.max_select:
+            return None
+        rng = np.random.default_rng(int(jax.random.randint(
+            jax.random.fold_in(key, 11), (), 0, 2**31 - 1)))
+        classes = np.unique(y_idx)
+        take = {c: max(1, int(round(self.max_select * np.mean(y_idx == c))))
+                for c in classes}
+        rows = np.concatenate([rng.choice(np.flatnonzero(y_idx == c), min(
+            take[c], int(np.sum(y_idx == c))), replace=False) for c in classes])
+        return np.sort(rows)
+
+    def _fit_final(self, K, Y, y_idx, key, rows=None):
         n = len(y_idx)
         if self.method == "ridge":
             K = K + RIDGE_INTERCEPT
-            self.dual_coef_ = np.linalg.solve(K + self.alpha_ * np.eye(n), Y)
-            _, preds = loo_ridge_scores(K, Y, [self.alpha_])
-            self.temperature_ = _fit_temperature(preds[0], y_idx)
+            A = K + self.alpha_ * np.eye(n)
+            if rows is None:
+                self.dual_coef_ = np.linalg.solve(A, Y)
+                _, preds = loo_ridge_scores(K, Y, [self.alpha_])
+                self.temperature_ = _fit_temperature(preds[0], y_idx)
+                return
+            del K
+            try:  # K + 1 + alpha I is positive definite: Cholesky, n^3 / 3
+                self.dual_coef_ = scipy.linalg.solve(A, Y, assume_a="pos",
+                                                     overwrite_a=True)
+            except np.linalg.LinAlgError:
+                self.dual_coef_ = np.linalg.solve(A, Y)
+            # the softmax temperature from the LOO predictions on the subset
+            # the choice was made on (an n x n eigendecomposition is what the
+            # subset avoids)
+            Ks = sum(wi * _gram(c, rows) for c, wi in zip(
+                self.components_, self.weights_, strict=True)) + RIDGE_INTERCEPT
+            _, preds = loo_ridge_scores(Ks, Y[rows], [self.alpha_])
+            self.temperature_ = _fit_temperature(preds[0], y_idx[rows])
             return
         counts = np.bincount(y_idx)
         folds = int(min(5, counts.min()))
@@ -540,6 +591,15 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.non_deterministic = False
         return tags
+
+
+def _gram(comp, rows):
+    """A component's training Gram, or its rows and columns ``rows``."""
+    if rows is None:
+        return comp.K_
+    if hasattr(comp, "sub_gram"):
+        return comp.sub_gram(rows)
+    return comp.K_[np.ix_(rows, rows)]
 
 
 def _softmax(Z):

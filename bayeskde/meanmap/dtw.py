@@ -20,6 +20,7 @@ from jaxtyping import Float, Int
 
 from .._typing import ArrayLike, float_dtype
 from .._validation import check_integer, check_padded_series
+from ..kernels.sequence import bucket_length
 from .sequence_kernels import preprocess
 
 __all__ = ["NearestNeighbourDTW", "dtw_distances"]
@@ -61,11 +62,10 @@ def _dtw_block(xs, nx, ys, ny, radius):
 
 
 @jax.jit
-def _dtw_pairs(XA, la, XB, lb, ia, ib, radius):
-    nx, ny = la[ia], lb[ib]
+def _dtw_pairs(xs, nx, ys, ny, radius):
     # a band narrower than the length difference admits no path: widen it
     r = jnp.maximum(radius, jnp.abs(nx - ny))
-    return _dtw_block(XA[ia], nx, XB[ib], ny, r)
+    return _dtw_block(xs, nx, ys, ny, r)
 
 
 def dtw_distances(
@@ -127,24 +127,34 @@ def dtw_distances(
     out = np.zeros((na, nb))
     if len(ia) == 0:
         return out
+    # the pairs of a block gathered here, a power of two of them up to
+    # block_size, the length bucketed: one compiled program serves data sets
+    # of any size and of nearby lengths
     dtype = float_dtype()
-    XAj, XBj = jnp.asarray(XA, dtype), jnp.asarray(XB, dtype)
-    laj, lbj = jnp.asarray(la), jnp.asarray(lb)
-    # a power of two below block_size: few compiled shapes for any number of pairs
+    Tb = bucket_length(T)
+    XA, XB = _pad_time_to(XA, Tb, dtype), _pad_time_to(XB, Tb, dtype)
     bs = min(block_size, 1 << (len(ia) - 1).bit_length())
     vals = np.empty(len(ia))
+    r = jnp.full((bs,), radius, jnp.int32)
     for start in range(0, len(ia), bs):
         a = ia[start:start + bs]
         b = ib[start:start + bs]
         k = len(a)
-        a = np.concatenate([a, np.repeat(a[:1], bs - k)]).astype(np.int32)
-        b = np.concatenate([b, np.repeat(b[:1], bs - k)]).astype(np.int32)
-        r = jnp.full((bs,), radius, jnp.int32)
-        vals[start:start + k] = np.asarray(_dtw_pairs(XAj, laj, XBj, lbj, a, b, r))[:k]
+        a = np.concatenate([a, np.repeat(a[:1], bs - k)])
+        b = np.concatenate([b, np.repeat(b[:1], bs - k)])
+        vals[start:start + k] = np.asarray(_dtw_pairs(
+            XA[a], jnp.asarray(la[a], jnp.int32), XB[b],
+            jnp.asarray(lb[b], jnp.int32), r))[:k]
     out[ia, ib] = vals
     if sym:
         out[ib, ia] = vals
     return out
+
+
+def _pad_time_to(X, T, dtype):
+    """``X`` as ``dtype``, padded along time to ``T`` frames with zeros (never
+    read: the recursion ends at each pair's lengths)."""
+    return np.pad(np.asarray(X, dtype), ((0, 0), (0, T - X.shape[1]), (0, 0)))
 
 
 class NearestNeighbourDTW:

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..hmm import batch_posteriors, fit_hmm
 from ..kernels.sequence import (
+    bucket_length,
     gak_sigma,
     global_alignment_gram,
     pad_series,
@@ -61,6 +62,7 @@ from ..kernels.sequence import (
 from ..kernels.standard import median_gamma
 from ..kernels.windows import fit_window_map, window_mean_embedding
 from .latent import (
+    LatentFeatures,
     continuous_latent_features,
     lmmk_diag_from_features,
     lmmk_gram_from_features,
@@ -87,9 +89,10 @@ def _paa(x: np.ndarray, m: int) -> np.ndarray:
     T = x.shape[0]
     if T <= m:
         return x
+    # T > m: every stretch holds at least one frame
     edges = np.floor(np.linspace(0, T, m + 1)).astype(int)
-    return np.stack([x[a:max(b, a + 1)].mean(axis=0)
-                     for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    counts = np.diff(edges).reshape((-1,) + (1,) * (x.ndim - 1))
+    return np.add.reduceat(x, edges[:-1], axis=0) / counts
 
 
 def preprocess(sequences, max_length: int | None, derivative: float,
@@ -209,18 +212,30 @@ class _LMMK:
         return post.gamma, post.xi
 
     def _features(self, sequences):
-        """One :class:`LatentFeatures` per kept mode (one for EM)."""
+        """One :class:`LatentFeatures` per kept mode (one for EM), and the
+        number of sequences: the features are computed in tiles of a power of
+        two up to 256 sequences of a bucketed length and kept padded (rows past
+        the count repeat the first sequence), so the compiled posteriors,
+        features and Gram blocks serve data sets of any size."""
         X, lengths = preprocess(sequences, self.max_length, self.derivative,
                                 _t_ref(self, sequences))
-        X = jnp.asarray(X, self.dtype_)
-        lengths = jnp.asarray(lengths)
+        n = X.shape[0]
+        X = np.concatenate([X, np.repeat(X[:, -1:], bucket_length(X.shape[1])
+                                         - X.shape[1], axis=1)], axis=1)
+        rows = np.concatenate([np.arange(n), np.zeros(-n % _tile(n), np.int64)])
         out = []
         for q in self.modes_:
-            gamma, xi = self._posteriors(X, lengths, q)
-            out.append(continuous_latent_features(gamma, X, xi, lengths,
-                                                  self.rbf_gamma_, self.omega_,
-                                                  kind="rff"))
-        return out
+            parts = []
+            for i in range(0, len(rows), _tile(n)):
+                Xi = jnp.asarray(X[rows[i:i + _tile(n)]], self.dtype_)
+                Li = jnp.asarray(lengths[rows[i:i + _tile(n)]])
+                gamma, xi = self._posteriors(Xi, Li, q)
+                parts.append(continuous_latent_features(gamma, Xi, xi, Li,
+                                                        self.rbf_gamma_, self.omega_,
+                                                        kind="rff"))
+            out.append(parts[0] if len(parts) == 1 else LatentFeatures(
+                *(jnp.concatenate(p) for p in zip(*parts, strict=True))))
+        return out, n
 
     def _fit_modes(self, key, cases, X, lengths):
         """EM (``hmm="em"``); or ``vb_restarts`` variational fits per number of
@@ -279,9 +294,9 @@ class _LMMK:
                                       float(self.rbf_gamma_))
         self.state_kernels_ = [state_kernel_matrix(_n_states(q), math.inf)
                                for q in self.modes_]
-        self.f_ = self._features(sequences)
+        self.f_, self.n_train_ = self._features(sequences)
         self.d_ = self._diags(self.f_)
-        grams = self._grams(self.f_, self.d_)
+        grams = self._grams(self.f_, self.d_, self.n_train_)
         if stacking:
             w = np.asarray(weigh(np.stack(grams)), np.float64)
             if w.shape != (len(grams),) or np.any(w < 0) or not np.isclose(
@@ -307,24 +322,33 @@ class _LMMK:
             setattr(self, name, [getattr(self, name)[i] for i in keep])
         return keep
 
-    def _grams(self, fs, ds):
-        """The cosine-normalised kernel of each mode against the training set."""
-        return [_normalise(np.asarray(lmmk_gram_from_features(f, f0, L, None),
-                                      np.float64), d, d0)
-                for f, d, f0, d0, L in zip(fs, ds, self.f_, self.d_,
-                                           self.state_kernels_, strict=True)]
+    def _grams(self, fs, ds, n):
+        """The cosine-normalised kernel of each mode against the training set,
+        ``(n, n_train)``, from padded features and diagonals, one row tile at a
+        time (one compiled shape)."""
+        out = []
+        for f, d, f0, d0, L in zip(fs, ds, self.f_, self.d_, self.state_kernels_,
+                                   strict=True):
+            t, rows = _tile(n), f.emission.shape[0]
+            blocks = [f] if rows == t else [
+                LatentFeatures(f.emission[i:i + t], f.transition[i:i + t])
+                for i in range(0, rows, t)]
+            K = np.concatenate([np.asarray(lmmk_gram_from_features(b, f0, L, None),
+                                           np.float64) for b in blocks])
+            out.append(_normalise(K[:n, :self.n_train_], d[:n], d0[:self.n_train_]))
+        return out
 
-    def _mixture(self, fs, ds):
+    def _mixture(self, fs, ds, n):
         """``sum_m w_m`` of the cosine-normalised kernels of the modes."""
-        return sum(w * K for w, K in zip(self.mode_weights_, self._grams(fs, ds),
+        return sum(w * K for w, K in zip(self.mode_weights_, self._grams(fs, ds, n),
                                          strict=True))
 
     def _map(self, K):
         return K if self.nu is None else np.exp(-self.nu * np.maximum(2 - 2 * K, 0))
 
     def cross(self, sequences):
-        fs = self._features(sequences)
-        return self._map(self._mixture(fs, self._diags(fs)))
+        fs, n = self._features(sequences)
+        return self._map(self._mixture(fs, self._diags(fs), n))
 
     def _diags(self, fs):
         return [np.asarray(lmmk_diag_from_features(f, L, None), np.float64)
@@ -340,6 +364,15 @@ class _LMMK:
             raise ValueError("with_nu needs a component fitted with nu=None")
         other.K_ = other._map(base)
         return other
+
+
+_TILE = 256
+"""Sequences per compiled call of the HMM kernel's posteriors and features."""
+
+
+def _tile(n):
+    """A power of two up to :data:`_TILE` that holds ``n`` sequences."""
+    return min(_TILE, 1 << (n - 1).bit_length())
 
 
 def _n_states(params):
@@ -381,8 +414,21 @@ class _Window:
         self.mean_, self.scale_ = F.mean(axis=0), F.std(axis=0)
         self.scale_[self.scale_ < 1e-12] = 1.0
         self.F_ = (F - self.mean_) / self.scale_
-        self.K_ = self.F_ @ self.F_.T / self.F_.shape[1]
         return self
+
+    @property
+    def K_(self):
+        """The training Gram ``F F^T / p``, formed on first use: on a large set
+        the classifier chooses on a subset (:meth:`sub_gram`) and forms only the
+        kept component's ``n x n`` Gram."""
+        if getattr(self, "_K", None) is None:
+            self._K = self.F_ @ self.F_.T / self.F_.shape[1]
+        return self._K
+
+    def sub_gram(self, idx):
+        """The training Gram's rows and columns ``idx``."""
+        F = self.F_[idx]
+        return F @ F.T / F.shape[1]
 
     def cross(self, sequences):
         F = (self._embed(sequences) - self.mean_) / self.scale_
@@ -397,7 +443,15 @@ class _WindowSum:
 
     def __init__(self, raw, diff, weight=1.0):
         self.raw, self.diff, self.derivative = raw, diff, weight
-        self.K_ = (raw.K_ + weight * diff.K_) / (1.0 + weight)
+
+    @property
+    def K_(self):
+        return (self.raw.K_ + self.derivative * self.diff.K_) / (1.0 + self.derivative)
+
+    def sub_gram(self, idx):
+        """The training Gram's rows and columns ``idx``."""
+        return (self.raw.sub_gram(idx) + self.derivative * self.diff.sub_gram(idx)
+                ) / (1.0 + self.derivative)
 
     def cross(self, sequences):
         return (self.raw.cross(sequences) + self.derivative * self.diff.cross(

@@ -13,7 +13,7 @@ from bayeskde.meanmap.selection import (
     select_kernel,
 )
 from bayeskde.meanmap.stacking import RIDGE_ALPHAS, RIDGE_INTERCEPT
-from tests.helpers import RTOL, assert_close
+from tests.helpers import LOOSE, RTOL, assert_close
 
 
 def _dtw_loop(x, y, radius=None):
@@ -170,3 +170,132 @@ def test_nested_choice_of_pool(rng):
         SequenceKernelClassifier(selection="cv").fit(X, y)
     with pytest.raises(ValueError, match="dtw_budget"):
         SequenceKernelClassifier(dtw_budget=-1.0).fit(X, y)
+
+
+def _two_class_grams(rng, n=24):
+    """Three RBF Grams of views of two classes, from informative to noise."""
+    y = np.arange(n) % 2
+    grams = []
+    for scale in (0.7, 0.4, 0.0):
+        Z = scale * y[:, None] + rng.normal(size=(n, 3))
+        grams.append(np.exp(-0.3 * np.sum((Z[:, None] - Z[None]) ** 2, -1)))
+    Y = -np.ones((n, 2))
+    Y[np.arange(n), y] = 1.0
+    return grams, Y, y
+
+
+def test_one_standard_error_rule_counts_kernels(rng):
+    # the rule by hand from each option's LOO error and standard error: the
+    # fewest kernels within one standard error of the smallest error, then the
+    # smallest error; a candidate that is a sum of two kernels counts two
+    from bayeskde.meanmap.selection import ridge_loo_score
+
+    grams, Y, y = _two_class_grams(rng)
+    res = [ridge_loo_score(K, Y, y) for K in grams]
+    err = np.array([r[0] for r in res])
+    j = int(np.argmin(err))
+    near = np.flatnonzero(err <= err[j] + res[j][3])
+    for sizes in ([1, 1, 1], [2, 1, 1], [1, 2, 2]):
+        ch = select_kernel(grams, ["a", "a", "a"], Y, y, sizes=sizes)
+        ref = min(near, key=lambda i: (sizes[i], err[i]))
+        assert ch.options[ch.best] == ((int(ref),), (1.0,))
+    assert select_kernel(grams, ["a"] * 3, Y, y).best == select_kernel(
+        grams, ["a"] * 3, Y, y, sizes=[1, 1, 1]).best
+
+
+def test_dtw_fallback_needs_one_standard_error(rng):
+    # the 1-NN rule replaces the kernel pool only when its LOO accuracy is
+    # higher by more than one standard error of the paired difference
+    from bayeskde.meanmap.selection import choose_procedure, nested_selection_outcomes
+
+    grams, Y, y = _two_class_grams(rng)
+    fams = ["window", "window", "gak"]
+    n = len(y)
+    folds = outer_folds(y, 3)
+    out = {name: nested_selection_outcomes([grams[i] for i in idx],
+                                           [fams[i] for i in idx], Y, y, folds)
+           for name, idx in (("window", [0, 1]), ("all", [0, 1, 2]))}
+    # the better pool: accuracy, then squared error, then the window pool
+    pool = max(("window", "all"), key=lambda p: (out[p][0].mean(),
+                                                 -out[p][1].mean(), p == "window"))
+    chosen = set()
+    for n_right in range(n - 8, n + 1):
+        # each series' nearest other series: of its class for the first n_right
+        D = np.full((n, n), 10.0)
+        for i in range(n):
+            j = next(k for k in range(n) if k != i and (y[k] == y[i]) == (i < n_right))
+            D[i, j] = 1.0
+        D = np.minimum(D, D.T)
+        np.fill_diagonal(D, 0.0)
+        hit = np.array([y[min((k for k in range(n) if k != i), key=lambda k: D[i, k])]
+                        == y[i] for i in range(n)])
+        _, proc, scores = choose_procedure(grams, fams, Y, y, 3, D)
+        assert scores["dtw"] == np.mean(hit)
+        d = hit.astype(float) - out[pool][0]
+        se = d.std(ddof=1) / np.sqrt(n)
+        assert proc == ("dtw" if d.mean() > se else pool), (n_right, proc)
+        chosen.add(proc)
+    assert chosen == {"dtw", pool}  # both sides of the rule were exercised
+
+
+def test_large_sets_choose_on_a_subset(rng):
+    # past max_select series the choice (kernel, ridge) is made on a stratified
+    # subset and the kept kernel's ridge is solved on every series
+    from bayeskde.meanmap.selection import ridge_loo_score
+
+    X, y = _warped(rng, 40)
+    y = np.where(np.arange(40) < 30, y, 2)  # a smaller third class
+    Xt, _ = _warped(rng, 6)
+    kw = dict(kernels=("window",), window_features=200, max_length=20)
+    clf = SequenceKernelClassifier(max_select=16, **kw).fit(X, y)
+    rows = clf.selection_rows_
+    counts = np.bincount(y[rows])
+    np.testing.assert_array_equal(counts, np.round(16 * np.bincount(y) / 40))
+    K = sum(w * c.K_ for c, w in zip(clf.components_, clf.weights_, strict=True))
+    Y = -np.ones((40, 3))
+    Y[np.arange(40), y] = 1.0
+    err, acc, alpha, _ = ridge_loo_score(K[np.ix_(rows, rows)], Y[rows], y[rows])
+    assert (clf.alpha_, clf.loo_accuracy_) == (alpha, acc)
+    assert_close(clf.loo_error_, err, rtol=1e-12, atol=1e-12)
+    coef = np.linalg.solve(K + RIDGE_INTERCEPT + alpha * np.eye(40), Y)
+    assert_close(clf.dual_coef_, coef, rtol=1e-8, atol=1e-8)
+    Kt = sum(w * c.cross([x[:, None] for x in Xt])
+             for c, w in zip(clf.components_, clf.weights_, strict=True))
+    assert_close(clf.decision_function(Xt), (Kt + RIDGE_INTERCEPT) @ coef,
+                 rtol=1e-8, atol=1e-8)
+    whole = SequenceKernelClassifier(max_select=40, **kw).fit(X, y)
+    assert whole.selection_rows_ is None
+    with pytest.raises(ValueError, match="max_select"):
+        SequenceKernelClassifier(max_select=1).fit(X, y)
+
+
+def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
+    # pairs gathered outside the compiled programs, padded to a power of two,
+    # lengths bucketed: data sets of other sizes and nearby lengths reuse them
+    import jax
+
+    from bayeskde.kernels.sequence import global_alignment_gram
+    from bayeskde.meanmap.sequence_kernels import make_component
+    from tests.helpers import count_compilations
+
+    def batch(n, T):
+        lengths = rng.integers(T - 5, T + 1, n)
+        return rng.normal(size=(n, T, 1)), lengths
+
+    (A, la), (B, lb), (C, lc) = batch(6, 30), batch(5, 27), batch(7, 29)
+    dtw_distances(A, lengths_a=la)                     # 15 pairs: a block of 16
+    dtw_distances(A[:4], B, lengths_a=la[:4], lengths_b=lb)   # 20 pairs: 32
+    global_alignment_gram(A, sigma=1.0, lengths_a=la)  # 21 pairs: 32
+    seqs = [x[:n] for x, n in zip(A, la, strict=True)] + [
+        x[:n] for x, n in zip(C, lc, strict=True)]
+    comp = make_component("lmmk", n_states=2, hmm="em", derivative=1.0,
+                          max_length=None, nu=None, n_features=8, n_iter=3,
+                          n_restarts=1, key=jax.random.key(0)).fit(seqs[:12])
+    comp.cross(seqs[:5])
+    with count_compilations() as c:
+        dtw_distances(B, lengths_a=lb)                 # 10 pairs: 16
+        dtw_distances(C[:4], A, lengths_a=lc[:4], lengths_b=la)  # 24 pairs: 32
+        global_alignment_gram(C, sigma=1.0, lengths_a=lc)  # 28 pairs: 32
+        K = comp.cross(seqs[5:12])                     # 7 series: a tile of 8
+    assert c.count == 0
+    assert_close(K, comp.K_[5:12], rtol=LOOSE, atol=LOOSE)
