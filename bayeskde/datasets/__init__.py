@@ -3,8 +3,9 @@
 - :mod:`.generators`: strings (Weston et al. 2002, section 4.1), digit halves,
   the S-shape and the arm pose inverse problems;
 - :mod:`.sequences`: HMM sequence classes, exon/intron DNA, the ``.ts`` reader.
-- :mod:`.sbi`: three simulation-based-inference tasks of sbibm (two moons, a
-  Gaussian mixture, Gaussian linear uniform) with their reference posteriors.
+- :mod:`.sbi`: the eight standard simulation-based-inference tasks of sbibm
+  (two moons, a Gaussian mixture, Gaussian linear uniform, Gaussian linear,
+  SLCP, a Bernoulli GLM, SIR, Lotka-Volterra) with their reference posteriors.
 """
 
 from .generators import ARM_JOINT_LIMITS as ARM_JOINT_LIMITS
@@ -28,11 +29,16 @@ from .sbi import SBI_TASKS as SBI_TASKS
 from .sbi import SBIBM_VERSION as SBIBM_VERSION
 from .sbi import SBIPairs as SBIPairs
 from .sbi import SBITask as SBITask
+from .sbi import bernoulli_glm as bernoulli_glm
+from .sbi import gaussian_linear as gaussian_linear
 from .sbi import gaussian_linear_uniform as gaussian_linear_uniform
 from .sbi import gaussian_mixture as gaussian_mixture
+from .sbi import lotka_volterra as lotka_volterra
 from .sbi import make_sbi_pairs as make_sbi_pairs
 from .sbi import reference_posterior as reference_posterior
 from .sbi import sbi_task as sbi_task
+from .sbi import sir as sir
+from .sbi import slcp as slcp
 from .sbi import two_moons as two_moons
 from .sequences import DNA_ALPHABET as DNA_ALPHABET
 from .sequences import SequenceDataset as SequenceDataset
@@ -78,6 +84,11 @@ __all__ = [
     "two_moons",
     "gaussian_mixture",
     "gaussian_linear_uniform",
+    "gaussian_linear",
+    "slcp",
+    "bernoulli_glm",
+    "sir",
+    "lotka_volterra",
     "sbi_task",
     "make_sbi_pairs",
     "reference_posterior",
