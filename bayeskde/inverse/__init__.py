@@ -28,7 +28,8 @@ the outputs), :mod:`.mixture` (the predictive's components, the one GP
 predictive (M) and the one likelihood), :mod:`.evaluators` (its fast
 factorisations), :mod:`.output_prior`, :mod:`.importance`, :mod:`.mcmc`,
 :mod:`.predictive`, :mod:`.noise` (the forward-noise choice), :mod:`.nuts`,
-:mod:`.sample`, :mod:`.fit`, :mod:`.estimator`.
+:mod:`.smc` (tempered SMC and the log evidence), :mod:`.sample`, :mod:`.fit`,
+:mod:`.estimator`.
 """
 
 from .data import APPROX as APPROX
@@ -65,6 +66,8 @@ from .quadrature import quadrature_posterior as quadrature_posterior
 from .rank import RankReport as RankReport
 from .residual import ResidualNoise as ResidualNoise
 from .sample import inverse_gp_sample as inverse_gp_sample
+from .smc import SMCReport as SMCReport
+from .smc import inverse_gp_smc as inverse_gp_smc
 from .svi import SVIPosterior as SVIPosterior
 from .svi import SVIReport as SVIReport
 from .svi import svi_posterior as svi_posterior
@@ -79,6 +82,8 @@ __all__ = [
     "inverse_gp_sample",
     "inverse_gp_nuts",
     "NUTSReport",
+    "inverse_gp_smc",
+    "SMCReport",
     "InverseGPPrior",
     "OutputPrior",
     "resolve_output_prior",

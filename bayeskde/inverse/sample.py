@@ -4,7 +4,8 @@
 grid predictive's cells for d_y <= 2 (a cell by its mass, then uniform in it:
 exact for the piecewise-constant density, its most probable cells first
 refined by the midpoint rule), NUTS above (:func:`~.nuts.inverse_gp_nuts`),
-or an importance resample of the importance predictive.
+SMC with likelihood tempering (:func:`~.smc.inverse_gp_smc`), or an
+importance resample of the importance predictive.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from .predictive import (
     check_test_inputs,
     inverse_gp_predictive,
 )
+from .smc import inverse_gp_smc
 
 __all__ = ["GRID_REFINE_EVALS", "SAMPLERS", "inverse_gp_sample"]
 
 #: The samplers of :func:`inverse_gp_sample`.
-SAMPLERS = ("auto", "grid", "nuts", "importance")
+SAMPLERS = ("auto", "grid", "nuts", "smc", "importance")
 
 
 def _inverse_cdf(key, lp, num_samples):
@@ -110,6 +112,7 @@ def inverse_gp_sample(
     mode_radius: float | None = None, dense_mass: bool = True,
     max_tree_depth: int | tuple[int, ...] | list[int] = (4, 8),
     spectrum_tol: float = SPECTRUM_TOL, sampling_kernel: str = "hmc",
+    num_particles: int = 2048,
 ) -> np.ndarray:
     """Draws of the predictive p(y* | x*, D).
 
@@ -131,6 +134,12 @@ def inverse_gp_sample(
       ``sampling_kernel="nuts"``); the draws are the chains' states. Its
       diagnostics (R-hat, ESS, divergences) are
       :func:`~.nuts.inverse_gp_nuts`'s report: call it for them.
+    * ``"smc"``: :func:`~.smc.inverse_gp_smc`, ``num_particles`` particles
+      a test input from the output prior, tempered to the predictive by
+      adaptive likelihood tempering with random-walk Metropolis moves; the
+      weights carry the modes' relative masses, which chains cannot (its
+      report, with the log evidence log p(x* | D), is
+      :func:`~.smc.inverse_gp_smc`'s: call it for them).
     * ``"importance"``: an importance resample of the last importance stage
       of :func:`inverse_gp_predictive` (the behaviour above two outputs before
       NUTS: at most 4 n_particles distinct points, check its ``ess``).
@@ -150,6 +159,8 @@ def inverse_gp_sample(
         num_chains: NUTS's chains a test input; its ``num_warmup``,
             ``dense_mass``, ``max_tree_depth``, ``spectrum_tol`` and
             ``sampling_kernel`` are :func:`~.nuts.inverse_gp_nuts`'s too.
+        num_particles: SMC's particles a test input
+            (:func:`~.smc.inverse_gp_smc`; ``spectrum_tol`` too).
 
     Returns:
         ``(n_test, num_samples, d_y)`` draws.
@@ -163,7 +174,8 @@ def inverse_gp_sample(
     O(n_test min(n_c subdivide^d_y, GRID_REFINE_EVALS)) density evaluations
     and O(n_test (n_c + num_samples log n_c)) time and O(n_test (n_c +
     num_samples)) memory for the n_c candidates, or that of
-    :func:`inverse_gp_nuts` (no grid or importance stage).
+    :func:`inverse_gp_nuts` or :func:`~.smc.inverse_gp_smc` (no grid or
+    importance stage).
     """
     key = check_key(key)
     num_samples = check_integer(num_samples, "num_samples", minimum=1)
@@ -189,6 +201,13 @@ def inverse_gp_sample(
             mode_radius=mode_radius, dense_mass=dense_mass,
             max_tree_depth=max_tree_depth, predictive=predictive,
             spectrum_tol=spectrum_tol, sampling_kernel=sampling_kernel)
+        return draws
+    if sampler == "smc":
+        draws, _ = inverse_gp_smc(
+            key, fit, X_test, num_samples, num_particles=num_particles, mode=mode,
+            num_draws=num_draws, output_prior=output_prior,
+            noisy_inputs=noisy_inputs, margin=margin, predictive=predictive,
+            spectrum_tol=spectrum_tol)
         return draws
     if predictive is None:
         predictive = inverse_gp_predictive(
