@@ -94,6 +94,35 @@ def worker(names):
 
 
 # ----------------------------------------------------------------------- main
+def _read_lines(path):
+    """The JSON objects among a file's lines (gallifrey prints notices too)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def _merge(paths, gallifrey_path=None):
+    """Rows of earlier runs, later files overriding earlier ones per (series,
+    method), with gallifrey's rows scored from its results where given."""
+    rows = {}
+    for path in paths:
+        for r in _read_lines(path):
+            if "method" in r:
+                rows[(r["series"], r["method"])] = r
+    if gallifrey_path:
+        data = {}
+        for rec in _read_lines(gallifrey_path):
+            data.update(rec)
+        for (name, method), r in list(rows.items()):
+            if (method == "ours" and name in data
+                    and (name, "gallifrey") not in rows):
+                y_te = np.asarray(r["y_test"])
+                rows[(name, "gallifrey")] = {
+                    "method": "gallifrey", "series": name, "n_train": r["n_train"],
+                    "horizon": r["horizon"], **_gallifrey_rows(data[name], y_te)}
+    return list(rows.values())
+
+
+
 def _gaussian_scores(mean, sd, y, lo=None, hi=None):
     from scipy.stats import norm
 
@@ -180,6 +209,56 @@ def _gallifrey_rows(res, y_te):
             "seconds": res["seconds"], "cpu_seconds": res["cpu_seconds"]}
 
 
+METHODS = ("AutoETS", "AutoARIMA", "sklearn_maunaloa", "sklearn_se", "gallifrey",
+           "ours_none", "ours_log", "ours")
+
+
+def _num(v, digits=4):
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def markdown_table(rows):
+    """The side-by-side table (markdown) and the summary of bench rows (the JSON
+    objects this script prints): per series and method RMSE, CRPS, LPD, 90%
+    coverage, wall and CPU seconds; then per series ours / the best peer's CRPS
+    and the median of those ratios, and ours against gallifrey where it ran."""
+    rows = [r for r in rows if "method" in r]
+    names = list(dict.fromkeys(r["series"] for r in rows))
+    out = ["| series | n train / h | method | RMSE | CRPS | LPD | cov. 90% | wall s "
+           "| CPU s |", "|---|---|---|---|---|---|---|---|---|"]
+    ratios, vs_gallifrey, notes = {}, [], []
+    for name in names:
+        mine = {r["method"]: r for r in rows if r["series"] == name}
+        for m in METHODS:
+            if m not in mine:
+                continue
+            r = mine[m]
+            out.append(f"| {name} | {r['n_train']} / {r['horizon']} | {m} | "
+                       f"{_num(r['rmse'])} | {_num(r['crps'])} | {r['lpd']:.3f} | "
+                       f"{r['coverage90']:.2f} | {r['seconds']:.1f} | "
+                       f"{r['cpu_seconds']:.1f} |")
+        if "ours" not in mine:
+            continue
+        peers = {m: r for m, r in mine.items() if not m.startswith("ours")}
+        best = min(peers, key=lambda m: peers[m]["crps"])
+        ratios[name] = mine["ours"]["crps"] / peers[best]["crps"]
+        rmse = mine["ours"]["rmse"] / min(r["rmse"] for r in peers.values())
+        if "gallifrey" in peers:
+            vs_gallifrey.append(mine["ours"]["crps"] < peers["gallifrey"]["crps"])
+        top = mine["ours"].get("top", [["?", float("nan")]])[0]
+        notes.append(f"- {name}: CRPS / best peer ({best}) {ratios[name]:.3f}, "
+                     f"RMSE / best peer {rmse:.3f}; modelled "
+                     f"{'log y' if mine['ours'].get('transform') == 'log' else 'y'}, "
+                     f"top structure `{top[0]}` ({top[1]:.2f})")
+    summary = [f"median CRPS ratio over {len(ratios)} series: "
+               f"{float(np.median(list(ratios.values()))):.3f}; ours at or below "
+               f"the best peer on {sum(v <= 1.0 for v in ratios.values())}"]
+    if vs_gallifrey:
+        summary.append(f"ours below gallifrey's CRPS on {sum(vs_gallifrey)} of "
+                       f"{len(vs_gallifrey)} series where it ran")
+    return "\n".join(out + [""] + notes + [""] + summary), ratios
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--peer-python", default="/work/venvs/structure-bench/bin/"
@@ -193,8 +272,14 @@ def main(argv=None):
                         "evidence (transform='auto' when both)")
     parser.add_argument("--gallifrey-results", default=None,
                         help="JSON written by bench/structure_gallifrey.py")
+    parser.add_argument("--table", nargs="+", default=None, metavar="FILE",
+                        help="print the markdown table of earlier runs' JSON lines "
+                        "(with --gallifrey-results merged in) and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown_table(_merge(args.table, args.gallifrey_results))[0])
+        return
     if args.worker:
         json.dump(worker(args.series), sys.stdout)
         return
@@ -239,7 +324,7 @@ def main(argv=None):
         for tr, row in fits.items():
             rows.append({"method": f"ours_{tr}", **row})
         best = max(fits, key=lambda tr: fits[tr]["log_evidence"])
-        rows.append({**fits[best], "method": "ours",
+        rows.append({**fits[best], "method": "ours", "y_test": y_te.tolist(),
                      "seconds": sum(f["seconds"] for f in fits.values()),
                      "cpu_seconds": sum(f["cpu_seconds"] for f in fits.values())})
         for row in rows:

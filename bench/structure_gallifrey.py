@@ -6,11 +6,14 @@ Reads a JSON list of ``{"name", "t", "y", "split"}`` on stdin and writes, per
 series as it finishes, one JSON line ``{name: result}`` on stdout: the mixture
 predictive's marginal components on the held-out times (means, standard
 deviations of new observations, weights) and the wall and CPU seconds of fit and
-forecast. ``bench/structure.py --gallifrey-results FILE`` reads those lines. Settings are AutoGP's tutorial's (the AirPassengers
-example of gallifrey's documentation: a linear annealing schedule of 10 steps,
-75 structure moves and 10 HMC steps per step) with the number of particles given
-(``--num-particles``, default 8); time is mapped to [0, 1] and y scaled by
-gallifrey's own transforms, and the predictive is mapped back.
+forecast. ``bench/structure.py --gallifrey-results FILE`` reads those lines.
+
+Defaults are AutoGP's tutorial's (the AirPassengers example of gallifrey's
+documentation: 8 particles, a linear annealing schedule of 10 steps, 75 structure
+moves and 10 HMC steps per step); the measured run used a smaller budget
+(``--num-particles 4 --num-steps 5 --n-mcmc 20 --n-hmc 5``, already several
+times our CPU time). Time is mapped to [0, 1] and y scaled by gallifrey's own
+transforms, and the predictive is mapped back.
 
 Usage (from bench/structure.py, or by hand)::
 
