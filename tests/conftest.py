@@ -118,11 +118,25 @@ HEAVY_FIRST = ("test_readme.py", "test_cli.py", "inverse/test_lowrank.py",
                "inverse/test_quadrature.py")
 
 
+def _listed_slow() -> set[str]:
+    """The node ids of tests/slow_tests.txt."""
+    path = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+    with open(path) as fh:
+        lines = (line.split("#", 1)[0].strip() for line in fh)
+        return {line for line in lines if line}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The slowest files first, the recipe tests last: these wait for the recipe
-    runs, which by then have run beside the rest of the suite (under
-    pytest-xdist's ``loadfile`` distribution the worker that gets them would
-    otherwise sit idle)."""
+    """The tests listed in tests/slow_tests.txt get the ``slow`` mark (before
+    ``-m`` deselects). The slowest files first, the recipe tests last: these
+    wait for the recipe runs, which by then have run beside the rest of the
+    suite (under pytest-xdist's ``loadfile`` distribution the worker that gets
+    them would otherwise sit idle)."""
+    slow = _listed_slow()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
 
     def rank(item):
         path = item.path.as_posix()
