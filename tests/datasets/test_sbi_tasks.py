@@ -233,8 +233,10 @@ def test_log_likelihood_matches_scipy(name):
     for xx in (x, sims):
         got = _f64(task.log_likelihood(theta, xx))
         want, ode_spread = _oracle_ll(task.name, theta, xx)
-        # Float32: each of up to 20 terms of size |t| carries about 1e2 ulps.
-        tol = ode_spread + (1e2 * RTOL * np.abs(want) + RTOL)
+        # Measured relative error: float32 1.3e-5 (slcp's near-singular
+        # covariances), float64 1.5e-14; the ODE tasks 5e-5 / 1e-5 absolute,
+        # inside ode_spread (7e-5 and above).
+        tol = ode_spread + (10 * RTOL * np.abs(want) + RTOL)
         assert np.all(np.abs(got - want) <= tol), (got - want, tol)
     one = _f64(task.log_likelihood(theta, x[0]))
     np.testing.assert_allclose(one[0], _f64(task.log_likelihood(theta[:1],
@@ -255,7 +257,7 @@ def test_bernoulli_glm_design_summaries_and_raw_likelihood():
     raw = np.concatenate([y, np.broadcast_to(y[0], (10, 100))])
     want = stats.bernoulli(expit(theta @ X.T)).logpmf(raw).sum(1)
     got = _f64(task.log_likelihood(theta, raw @ X))
-    np.testing.assert_allclose(got, want, rtol=1e2 * RTOL, atol=1e2 * RTOL)
+    np.testing.assert_allclose(got, want, rtol=10 * RTOL, atol=10 * RTOL)
     # The simulator's spike probabilities: E[x] = X^T sigmoid(X theta).
     t0 = task.true_parameters[0]
     sims = _f64(task.simulate(jax.random.key(0), np.tile(t0, (4000, 1))))
@@ -300,10 +302,14 @@ def typicality():
 
 def test_observations_are_typical_at_their_true_parameters(task, typicality):
     q = typicality[task.name]
-    # Measured (float64 and float32 alike within 0.01): gaussian_linear 0.47,
-    # 0.07, 0.55; slcp 0.83, 0.53, 0.53; bernoulli_glm 0.42, 0.15, 0.63; sir
-    # 0.36, 0.37, 0.52; lotka_volterra 0.98, 0.38, 0.09.
-    assert all(0.005 <= v <= 0.995 for v in q), q
+    # Measured (float32 / float64): gaussian_linear 0.48/0.49, 0.04/0.05,
+    # 0.56/0.63; slcp 0.82/0.83, 0.54/0.57, 0.53/0.60; bernoulli_glm
+    # 0.38/0.39, 0.21/0.18, 0.64/0.66; sir 0.32/0.31, 0.36/0.41, 0.51/0.55;
+    # lotka_volterra 0.99/0.98, 0.38/0.41, 0.08/0.10. The lower tail is the
+    # mismatch this guards against; lotka_volterra's observation 1 lies
+    # unusually close to its trajectory (chi^2_20 = 9.2, P(above) = 0.98: see
+    # the next test), so the upper tail is not held.
+    assert all(v >= 0.005 for v in q), q
 
 
 def test_ode_observations_lie_within_noise_of_the_noiseless_trajectory():
@@ -321,6 +327,9 @@ def test_ode_observations_lie_within_noise_of_the_noiseless_trajectory():
             w = np.swapaxes(states, 1, 2).reshape(3, 20)
             z = (np.log(x) - np.log(w)) / 0.1
             assert np.all(np.abs(z) < 4.0), z
+            # Measured chi^2_20 tail probabilities: 0.98, 0.36, 0.085.
+            tail = stats.chi2(20).sf(np.sum(z**2, axis=1))
+            assert np.all((tail > 1e-3) & (tail < 1 - 1e-3)), tail
 
 
 # --- (3) the reference posteriors are these likelihoods' posteriors ----------------
