@@ -168,7 +168,10 @@ def sample_prior(kind, params, key, n, d, dtype):
         k1, k2 = jax.random.split(key)
         i = jax.random.randint(k1, (n,), 0, centres.shape[0])
         return centres[i] + h[None] * jax.random.normal(k2, (n, d), dtype)
-    out = params.sample(key, (n,))
+    # NumPyro's Normal and LogNormal samplers broadcast their parameters by
+    # implicit rank promotion (refused where a program sets it to "raise")
+    with jax.numpy_rank_promotion("allow"):
+        out = params.sample(key, (n,))
     return out.reshape(n, d).astype(dtype)
 
 
