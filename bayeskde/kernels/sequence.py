@@ -61,6 +61,9 @@ __all__ = [
 DEFAULT_BLOCK_SIZE = 512
 """Sequence pairs per compiled block of the alignment recursion."""
 
+_PAIR_STEP = 64
+"""Blocks of fewer pairs than ``block_size`` are padded to a multiple of this."""
+
 _SIGNATURE_TILE = 256
 """Series per compiled call of the signature recursion."""
 
@@ -177,7 +180,7 @@ _log_gak_pairs = jax.jit(_log_gak_block)
 def _pairs_log_gak(XA, la, XB, lb, ia, ib, inv, tri, block_size):
     """``log k_GA`` of the pairs ``(ia[k], ib[k])`` in blocks of one shape: the
     pairs of a block are gathered here (not inside the compiled program), the
-    number per block is a power of two up to ``block_size`` and the length a
+    number per block is a multiple of 64 up to ``block_size`` and the length a
     :func:`bucket_length`, so the program depends on neither data set size."""
     out = np.empty(len(ia), dtype=np.float64)
     if len(ia) == 0:
@@ -186,7 +189,7 @@ def _pairs_log_gak(XA, la, XB, lb, ia, ib, inv, tri, block_size):
     dtype = float_dtype()
     XA = _pad_time_to(np.asarray(XA, dtype), T)
     XB = _pad_time_to(np.asarray(XB, dtype), T)
-    bs = min(block_size, 1 << (len(ia) - 1).bit_length())
+    bs = min(block_size, -(-len(ia) // _PAIR_STEP) * _PAIR_STEP)
     for start in range(0, len(ia), bs):
         a, b = ia[start:start + bs], ib[start:start + bs]
         k = len(a)

@@ -270,8 +270,8 @@ def test_large_sets_choose_on_a_subset(rng):
 
 
 def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
-    # pairs gathered outside the compiled programs, padded to a power of two,
-    # lengths bucketed: data sets of other sizes and nearby lengths reuse them
+    # pairs gathered outside the compiled programs, padded to a multiple of
+    # 64, lengths bucketed: data sets of other sizes and nearby lengths reuse them
     import jax
 
     from bayeskde.kernels.sequence import global_alignment_gram
@@ -283,9 +283,9 @@ def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
         return rng.normal(size=(n, T, 1)), lengths
 
     (A, la), (B, lb), (C, lc) = batch(6, 30), batch(5, 27), batch(7, 29)
-    dtw_distances(A, lengths_a=la)                     # 15 pairs: a block of 16
-    dtw_distances(A[:4], B, lengths_a=la[:4], lengths_b=lb)   # 20 pairs: 32
-    global_alignment_gram(A, sigma=1.0, lengths_a=la)  # 21 pairs: 32
+    dtw_distances(A, lengths_a=la)                     # 15 pairs: a block of 64
+    dtw_distances(A[:4], B, lengths_a=la[:4], lengths_b=lb)   # 20 pairs
+    global_alignment_gram(A, sigma=1.0, lengths_a=la)  # 21 pairs
     seqs = [x[:n] for x, n in zip(A, la, strict=True)] + [
         x[:n] for x, n in zip(C, lc, strict=True)]
     comp = make_component("lmmk", n_states=2, hmm="em", derivative=1.0,
@@ -293,9 +293,9 @@ def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
                           n_restarts=1, key=jax.random.key(0)).fit(seqs[:12])
     comp.cross(seqs[:5])
     with count_compilations() as c:
-        dtw_distances(B, lengths_a=lb)                 # 10 pairs: 16
-        dtw_distances(C[:4], A, lengths_a=lc[:4], lengths_b=la)  # 24 pairs: 32
-        global_alignment_gram(C, sigma=1.0, lengths_a=lc)  # 28 pairs: 32
+        dtw_distances(B, lengths_a=lb)                 # 10 pairs
+        dtw_distances(C[:4], A, lengths_a=lc[:4], lengths_b=la)  # 24 pairs
+        global_alignment_gram(C, sigma=1.0, lengths_a=lc)  # 28 pairs
         K = comp.cross(seqs[5:12])                     # 7 series: a tile of 8
     assert c.count == 0
     assert_close(K, comp.K_[5:12], rtol=LOOSE, atol=LOOSE)
