@@ -63,7 +63,8 @@ def _has_figure(nb) -> bool:
 def test_there_are_notebooks():
     names = {p.stem for p in NOTEBOOKS}
     assert {"mcmc_inference", "svi_inference", "posterior_diagnostics",
-            "hyperparameter_learning", "bayesian_hmm_meanmap"} <= names
+            "hyperparameter_learning", "bayesian_hmm_meanmap",
+            "kernel_structure"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
