@@ -214,10 +214,13 @@ class SequenceKernelClassifier(ClassifierMixin, BaseEstimator):
 
     Cost: the alignment kernel dominates, O(n^2 T^2 d) per bandwidth on the
     training set and O(m n T^2 d) to predict m sequences (T after PAA); the
-    HMM kernel is O(n T N (N + F)) plus the EM fit; selection O(n^3) per
-    candidate, times the number of outer folds (at most 30) for the nested
-    choice of pool; the DTW fallback O(n^2 T^2) to fit and O(m n T^2) to
-    predict. Memory O(n^2) per candidate Gram.
+    HMM kernel is O(n T N (N + F)) plus the EM fit; selection O(s^3) per
+    candidate (``s = min(n, max_select)``), times the number of outer folds
+    (at most 30) for the nested choice of pool, then O(n^3 / 3) for the kept
+    kernel's ridge when ``n > max_select``; the DTW fallback O(n^2 T^2) to fit
+    and O(m n T^2) to predict. Memory O(n^2) per candidate Gram (the window
+    kernel's O(n p) features and only the kept ``n x n`` Gram past
+    ``max_select``).
 
     Examples:
         >>> import numpy as np

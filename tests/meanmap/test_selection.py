@@ -156,8 +156,14 @@ def test_nested_choice_of_pool(rng):
                                    window_features=300, max_length=20).fit(X, y)
     s = clf.procedure_scores_
     assert set(s) == {"window", "all", "dtw"}
-    order = ["window", "all", "dtw"]
-    assert clf.procedure_ == max(order, key=lambda p: (s[p], -order.index(p)))
+    # a kernel pool of the best nested accuracy (ties by the nested squared
+    # error: test_dtw_fallback_needs_one_standard_error), or the 1-NN rule
+    # when it is strictly better
+    best = max(s["window"], s["all"])
+    if clf.procedure_ == "dtw":
+        assert s["dtw"] > best
+    else:
+        assert s[clf.procedure_] == best
     if clf.procedure_ == "window":
         assert {c["family"] for c in clf.selected_} == {"window"}
     loo = SequenceKernelClassifier(kernels=("window", "dtw"), window_features=300,
