@@ -206,11 +206,15 @@ def test_same_key_same_draws_jit_and_vmap(task):
     assert c.count == 0
     keys = jax.random.split(jax.random.key(5), 2)
     both = jax.vmap(task.simulate)(keys, theta.reshape(2, 8, -1))
+    # The ODE tasks solve the rows of one call as one system with shared steps,
+    # so a row's states move within the solver's error with the rows beside it
+    # (the 16 rows of the vmap against 8: 2.5e-6 relative measured).
+    rel = ODE_REL if task.name in ("sir", "lotka_volterra") else 1e-6
     for i in range(2):
         np.testing.assert_allclose(np.asarray(both[i]),
                                    np.asarray(task.simulate(keys[i], theta[8 * i:
                                                             8 * (i + 1)])),
-                                   rtol=1e-6, atol=1e-6)
+                                   rtol=rel, atol=1e-6)
     ll = jax.jit(task.log_likelihood)(theta, task.observations[0])
     np.testing.assert_allclose(np.asarray(ll), np.asarray(
         task.log_likelihood(theta, task.observations[0])), rtol=1e-6)
@@ -486,9 +490,10 @@ def test_sir_counts_outside_the_binomial_support_have_zero_mass():
 
 
 def test_an_ode_solve_that_fails_gives_a_nan_row():
-    # beta = 1e12: the epidemic runs its course in about 1e-11 days, which
-    # needs steps below the solver's floor (1e-12): that row is NaN, as in
-    # sbibm, and the other row is unaffected.
+    # beta = 1e12: the epidemic runs its course in about 1e-11 days and leaves
+    # a stiff system (S decays at rate beta) that an explicit solver crawls
+    # through past its cap on right-hand sides: that row is NaN, as in sbibm,
+    # and the other row, solved in the same stack at first, is unaffected.
     task = sir()
     theta = np.stack([task.true_parameters[0], [1e12, 0.1]])
     x = _f64(task.simulate(jax.random.key(0), theta))
