@@ -87,9 +87,9 @@ GAMMA_FACTORS = (0.25, 1.0, 4.0)
 #: the diagonal).
 TAUS = (0.3, 1.0, 3.0, 10.0)
 #: Frequencies of the feature map (2x as many features: a cosine and a sine).
-NUM_FREQUENCIES = 64
+NUM_FREQUENCIES = 128
 #: Folds of the cross-validation.
-FOLDS = 3
+FOLDS = 5
 #: Adam steps per fit, and their learning rate.
 STEPS = 400
 LEARNING_RATE = 0.03
