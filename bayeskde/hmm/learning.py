@@ -273,6 +273,7 @@ def fit_hmm(
     init: HMMParams | None = None,
     pseudo_count: float = 1e-2,
     min_covariance: float = 1e-3,
+    pad_batch: int | None = None,
 ) -> FitResult:
     """Fit an HMM to a set of sequences by Baum-Welch EM with random restarts.
 
@@ -299,6 +300,14 @@ def fit_hmm(
             restart suffices).
         pseudo_count: Dirichlet pseudo-count added to the expected counts.
         min_covariance: added to the diagonal of the re-estimated covariances.
+        pad_batch: None, or pad the batch with empty sequences (length 0: every
+            step masked, nothing added to the expected counts or the log
+            likelihood) up to at least this many, so that data sets of nearby
+            sizes share one compiled EM program (the compilation, not the run,
+            dominates a fit of a few dozen sequences). The random starts are
+            unchanged: the draws of the real sequences' frames come first in the
+            padded layout (``jax_threefry_partitionable``, JAX's default, makes a
+            longer draw extend a shorter one).
 
     Returns:
         :class:`FitResult`.
@@ -327,6 +336,12 @@ def fit_hmm(
     if not isinstance(covariance, str) or covariance not in ("diag", "full"):
         raise ValueError(f"covariance must be 'diag' or 'full', got {covariance!r}")
     padded, lengths = pad_sequences(sequences, n_symbols=n_symbols)
+    if pad_batch is not None:
+        extra = check_integer(pad_batch, "pad_batch", minimum=1) - padded.shape[0]
+        if extra > 0:  # on the host: no eager program per size
+            padded = np.pad(np.asarray(padded),
+                            ((0, extra),) + ((0, 0),) * (padded.ndim - 1))
+            lengths = np.pad(np.asarray(lengths), (0, extra))
     if emission == "categorical":
         if padded.ndim != 2:
             raise ValueError(

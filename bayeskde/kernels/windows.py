@@ -362,8 +362,12 @@ def fit_window_map(
                 masks[i, k] = 0.0
                 masks[i, k, rng.choice(d, size, replace=False)] = 1.0
     same = ((np.arange(nd)[:, None] + np.arange(K)[None, :]) % 2 == 0)
-    series = np.asarray(jax.random.randint(k_series, (nd, K), 0, X.shape[0]))
-    shift = np.asarray(jax.random.uniform(k_level, (nd, K, 1)), np.float64)
+    # drawn at the largest number of dilations and cut: one compiled draw for
+    # every data set (threefry's partitionable draws, JAX's default, make the
+    # first nd rows those of a draw of nd rows)
+    top = max(nd, max_dilations)
+    series = np.asarray(jax.random.randint(k_series, (top, K), 0, X.shape[0]))[:nd]
+    shift = np.asarray(jax.random.uniform(k_level, (top, K, 1)), np.float64)[:nd]
     levels = (np.arange(Q)[None, None, :] + shift) / Q
     biases = _quantile_biases(X, lengths, weights, masks, same, dil, series, levels)
     dt = float_dtype()
