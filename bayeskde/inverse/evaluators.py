@@ -29,6 +29,7 @@ from jax.scipy.special import logsumexp
 
 from .heteroscedastic import HeteroscedasticNoise
 from .mixture import InverseGPMixture, component_log_likelihood, projections
+from .output_prior import log_prior
 
 __all__ = [
     "dense_terms",
@@ -39,7 +40,9 @@ __all__ = [
     "FILTER_RTOL",
     "Filters",
     "filters",
+    "point_moments",
     "point_log_likelihood",
+    "point_log_target",
 ]
 
 
@@ -190,12 +193,10 @@ def filters(mix: InverseGPMixture, rtol: float = FILTER_RTOL) -> Filters:
     return Filters(jnp.asarray(W, dt), jnp.asarray(V, dt))
 
 
-def point_log_likelihood(mix: InverseGPMixture, filt: Filters, y, x, test_noise):
-    """log p(x | y, D) of one output ``y`` ``(d_y,)`` and input ``x``
-    ``(d_x,)``: every component's moments (M) through the factored filters
-    ``filt`` (:func:`filters`) instead of a scan over components, each scored
-    by :func:`~.mixture.component_log_likelihood`. Cost O(P m r + P k r d_x +
-    C k d_x)."""
+def point_moments(mix: InverseGPMixture, filt: Filters, y):
+    """Every component's moments (M) at one output ``y`` ``(d_y,)`` through the
+    factored filters ``filt`` (:func:`filters`): means ``(C, d_x)`` and
+    variances of f ``(C,)``. Cost O(P m r + P k r d_x + C k d_x)."""
     A = projections(mix, y[None])[:, 0]  # (P, r)
     amp = mix.amplitude
     B = jnp.einsum("pkr,pr,prd->pkd", filt.V, A, mix.proj)
@@ -203,7 +204,27 @@ def point_log_likelihood(mix: InverseGPMixture, filt: Filters, y, x, test_noise)
     mu = jnp.einsum("ck,ckd->cd", filt.W, B[mix.pair]) + mix.x_mean[None, :]
     vf = amp * (jnp.sum(mix.alpha[mix.pair], 1)
                 - jnp.einsum("ck,ck->c", filt.W, Q[mix.pair]))
+    return mu, vf
+
+
+def point_log_likelihood(mix: InverseGPMixture, filt: Filters, y, x, test_noise):
+    """log p(x | y, D) of one output ``y`` ``(d_y,)`` and input ``x``
+    ``(d_x,)``: every component's moments (:func:`point_moments`) instead of a
+    scan over components, each scored by
+    :func:`~.mixture.component_log_likelihood`."""
+    mu, vf = point_moments(mix, filt, y)
     ll = jax.vmap(lambda m, v, s: component_log_likelihood(
         m[None], v[None], s, x[None], test_noise, mix.noise_model, y[None])[0, 0])(
         mu, vf, mix.noise)
     return logsumexp(ll + mix.log_w)
+
+
+def point_log_target(mix, transform, kind, params, z, x, test_noise):
+    """log p(x | y, D) + log p(y) + log |dy/dz| at y = transform(z), the
+    predictive's unnormalised log density in the prior's unconstrained
+    coordinates z (the samplers' target); ``mix`` a (mixture, filters) pair
+    (:func:`filters`), ``kind`` and ``params`` the output prior's."""
+    y = transform(z)
+    ll = point_log_likelihood(*mix, y, x, test_noise)
+    lp = log_prior(kind, params, y[None])[0]
+    return ll + lp + jnp.sum(transform.log_abs_det_jacobian(z, y))

@@ -17,7 +17,7 @@ from .._validation import check_integer, check_key, check_nonnegative
 from .evaluators import (
     SPECTRUM_TOL,
     filters,
-    point_log_likelihood,
+    point_log_target,
     prune,
     truncate_spectrum,
 )
@@ -64,15 +64,6 @@ class NUTSReport(NamedTuple):
 #: 2,095 of 10,000 draws (docs/sbi.md).
 HMC_TRAJECTORY = 0.5
 
-def _log_target(mix, transform, kind, params, z, x, test_noise):
-    """log p(x | y, D) + log p(y) + log |dy/dz| at y = transform(z); ``mix``
-    a (mixture, filters) pair."""
-    y = transform(z)
-    ll = point_log_likelihood(*mix, y, x, test_noise)
-    lp = log_prior(kind, params, y[None])[0]
-    return ll + lp + jnp.sum(transform.log_abs_det_jacobian(z, y))
-
-
 @functools.partial(jax.jit, static_argnames=(
     "kind", "num_warmup", "num_keep", "dense_mass", "max_tree_depth",
     "sampling_kernel"))
@@ -87,7 +78,7 @@ def _run_chains(mix, params, z0, xs, keys, test_noise, *, kind, num_warmup,
     transform = support_transform(kind, params, z0.shape[-1])
 
     def log_target(z, x):
-        return _log_target(mix, transform, kind, params, z, x, test_noise)
+        return point_log_target(mix, transform, kind, params, z, x, test_noise)
 
     def gen(x):
         return lambda z: -log_target(z, x)

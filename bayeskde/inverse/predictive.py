@@ -57,6 +57,7 @@ import numpy as np
 from .._modes import top_k_modes
 from .._validation import as_float_array, check_integer, check_key, check_positive
 from .importance import adaptive_importance
+from .laplace import laplace_importance, rank_optima
 from .mcmc import chain_proposal, langevin_moves, refine_modes
 from .mixture import (
     InverseGPMixture,
@@ -202,9 +203,9 @@ def inverse_gp_predictive(
     """
     if mode not in ("average", "map"):
         raise ValueError(f"mode must be 'average' or 'map', got {mode!r}")
-    if sampler not in ("auto", "grid", "importance"):
-        raise ValueError(f"sampler must be 'auto', 'grid' or 'importance', got "
-                         f"{sampler!r}")
+    if sampler not in ("auto", "grid", "importance", "laplace"):
+        raise ValueError(f"sampler must be 'auto', 'grid', 'importance' or "
+                         f"'laplace', got {sampler!r}")
     k = check_integer(k, "k", minimum=1)
     if margin is None or not np.isfinite(margin) or margin < 0:
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
@@ -237,6 +238,15 @@ def inverse_gp_predictive(
         modes, masses = top_k_modes(cand, np.exp(lp), k, radius=mode_radius,
                                     grid_shape=tuple(per))
         support, shape = cand, tuple(int(p) for p in per)
+    elif sampler == "laplace":
+        n_particles = check_integer(n_particles, "n_particles", minimum=2)
+        key = jax.random.key(0) if key is None else check_key(key)
+        support, lp, log_z, optima, energies = laplace_importance(
+            key, mix, prior, Y, np.asarray(data.X + data.x_mean[None], float),
+            X_test, tn,
+            n_particles=4 * n_particles, radius=mode_radius)
+        modes, masses = rank_optima(optima, energies, support, lp, k, mode_radius)
+        cell, shape = None, None
     else:
         n_particles = check_integer(n_particles, "n_particles", minimum=2)
         n_stages = check_integer(n_stages, "n_stages", minimum=1)
