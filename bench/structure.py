@@ -169,6 +169,7 @@ def _ours(t, y, t_new, y_new, args, transform):
     model = StructureGPRegressor(max_terms=args.max_terms,
                                  num_starts=args.num_starts,
                                  num_steps=args.num_steps, transform=transform,
+                                 num_warm_starts=args.num_warm_starts,
                                  key=jax.random.key(0)).fit(t, y)
     pred = model.predict_distribution(t_new)
     mean = mixture_mean(pred)
@@ -270,6 +271,10 @@ def main(argv=None):
     parser.add_argument("--transforms", nargs="+", default=["none", "log"],
                         help="transforms of y fitted; 'ours' is the one of larger "
                         "evidence (transform='auto' when both)")
+    parser.add_argument("--num-warm-starts", type=int, default=2)
+    parser.add_argument("--peers-json", default=None,
+                        help="the peers' data and forecasts as written by "
+                        "--worker (skips the subprocess)")
     parser.add_argument("--gallifrey-results", default=None,
                         help="JSON written by bench/structure_gallifrey.py")
     parser.add_argument("--table", nargs="+", default=None, metavar="FILE",
@@ -284,9 +289,14 @@ def main(argv=None):
         json.dump(worker(args.series), sys.stdout)
         return
     start = time.perf_counter()
-    proc = subprocess.run([args.peer_python, __file__, "--worker", "--series",
-                           *args.series], capture_output=True, text=True, check=True)
-    data = json.loads(proc.stdout)
+    if args.peers_json:
+        with open(args.peers_json) as f:
+            data = json.load(f)
+    else:
+        proc = subprocess.run([args.peer_python, __file__, "--worker", "--series",
+                               *args.series], capture_output=True, text=True,
+                              check=True)
+        data = json.loads(proc.stdout)
     gallifrey = None
     if args.gallifrey_results:
         gallifrey = {}
@@ -342,6 +352,7 @@ def main(argv=None):
                       "median_ratio": float(np.median(ratios)),
                       "series_ours_at_or_below_best_peer": int(np.sum(ratios <= 1.0)),
                       "config": {"max_terms": args.max_terms,
+                                 "num_warm_starts": args.num_warm_starts,
                                  "num_starts": args.num_starts,
                                  "num_steps": args.num_steps,
                                  "transforms": args.transforms}}))

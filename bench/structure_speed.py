@@ -43,7 +43,8 @@ def main(argv=None):
                                 num_starts=args.num_starts,
                                 num_steps=args.num_steps, transform=args.transform)
         top = structure_table(post, 1)
-        print(json.dumps({"call": rep, "n": args.n, "dtype": str(post.z.dtype),
+        dtype = str(jax.numpy.result_type(float))
+        print(json.dumps({"call": rep, "n": args.n, "dtype": dtype,
                           "cpu_seconds": round(time.process_time() - cpu, 2),
                           "wall_seconds": round(time.perf_counter() - wall, 2),
                           "structures": int(len(post.grammar.masks)),

@@ -42,14 +42,16 @@ MIN_POINTS = 5
 
 def _series(t, y=None, *, fit=True):
     """1-D float arrays (``(n, 1)`` is accepted for ``t``), checked."""
-    t = np.asarray(as_float_array(t, "t"))
+    as_float_array(t, "t")  # checks; the times stay in float64 (the fit's precision)
+    t = np.asarray(t, np.float64)
     if t.ndim == 2 and t.shape[1] == 1:
         t = t[:, 0]
     if t.ndim != 1:
         raise ValueError(f"t must have shape (n,) or (n, 1), got {t.shape}")
     if y is None:
         return t
-    y = np.asarray(as_float_array(y, "y"))
+    as_float_array(y, "y")
+    y = np.asarray(y, np.float64)
     if y.ndim != 1:
         raise ValueError(f"y must have shape (n,), got {y.shape}")
     if y.shape[0] != t.shape[0]:
@@ -80,6 +82,7 @@ def fit_structure_gp(
     key: jax.Array, t: ArrayLike, y: ArrayLike, *,
     terms=DEFAULT_TERMS, max_terms: int = 2, inclusion: float = 0.3,
     num_starts: int = 3, num_steps: int = 60, transform: str = "auto",
+    num_warm_starts: int = 2,
 ) -> StructurePosterior:
     """The posterior over kernel structures and parameters of a series.
 
@@ -104,6 +107,9 @@ def fit_structure_gp(
         num_steps: L-BFGS iterations per start.
         transform: ``"auto"`` (the default: ``"log"`` or ``"none"`` by
             evidence, ``"none"`` where some ``y <= 0``), ``"none"`` or ``"log"``.
+        num_warm_starts: starts per structure of three or more terms, from the
+            modes of its best sub-structures
+            (:func:`~bayeskde.structure.structure_posterior`).
 
     Returns:
         A :class:`~bayeskde.structure.StructurePosterior`.
@@ -122,6 +128,7 @@ def fit_structure_gp(
     t, y = _series(t, y)
     num_starts = check_integer(num_starts, "num_starts", minimum=1)
     num_steps = check_integer(num_steps, "num_steps", minimum=1)
+    num_warm_starts = check_integer(num_warm_starts, "num_warm_starts", minimum=1)
     if transform not in TRANSFORMS:
         raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
     positive = bool(np.all(y > 0))
@@ -141,8 +148,8 @@ def fit_structure_gp(
         tau = (t - scales.t_min) / scales.span
         z = (target - scales.y_mean) / scales.y_sd
         fits[name] = structure_posterior(
-            key, as_float_array(tau, "t"), as_float_array(z, "y"), grammar, prior,
-            scales, num_starts=num_starts, num_steps=num_steps)
+            key, tau, z, grammar, prior, scales, num_starts=num_starts,
+            num_steps=num_steps, num_warm_starts=num_warm_starts)
         evidence[name] = _transform_log_evidence(fits[name], y, name)
     best = max(evidence, key=evidence.get)
     return fits[best]._replace(transform=best, transform_log_evidence=evidence)
@@ -160,6 +167,8 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         num_starts: optimiser starts per structure.
         num_steps: L-BFGS iterations per start.
         transform: ``"auto"``, ``"none"`` or ``"log"`` (:func:`fit_structure_gp`).
+        num_warm_starts: starts per structure of three or more terms
+            (:func:`fit_structure_gp`).
         key: a ``jax.random`` key for the starts (keyword-only; ``None``: key 0).
 
     Attributes:
@@ -179,13 +188,14 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, terms=DEFAULT_TERMS, max_terms: int = 2,
                  inclusion: float = 0.3, num_starts: int = 3, num_steps: int = 60,
-                 transform: str = "auto", *, key=None):
+                 transform: str = "auto", num_warm_starts: int = 2, *, key=None):
         self.terms = terms
         self.max_terms = max_terms
         self.inclusion = inclusion
         self.num_starts = num_starts
         self.num_steps = num_steps
         self.transform = transform
+        self.num_warm_starts = num_warm_starts
         self.key = key
 
     def fit(self, t: ArrayLike, y: ArrayLike):
@@ -194,7 +204,8 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         self.posterior_ = fit_structure_gp(
             key, t, y, terms=self.terms, max_terms=self.max_terms,
             inclusion=self.inclusion, num_starts=self.num_starts,
-            num_steps=self.num_steps, transform=self.transform)
+            num_steps=self.num_steps, transform=self.transform,
+            num_warm_starts=self.num_warm_starts)
         self.structure_posterior_: StructureTable = structure_table(self.posterior_)
         return self
 

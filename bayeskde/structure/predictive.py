@@ -113,15 +113,18 @@ def _component(u, mask, tau, z, tau_new, *, terms, positive, floor, joint):
 def _components(post, tau_new, joint):
     keep, dropped = _kept(post)
     g = post.grammar
-    dtype = post.z.dtype
     out = []
-    for s, u in zip(post.component_structure[keep], post.component_u[keep],
-                    strict=True):
-        out.append(_component(
-            jnp.asarray(u, dtype), jnp.asarray(g.masks[s], dtype), post.tau, post.z,
-            jnp.asarray(tau_new, dtype), terms=g.terms,
-            positive=tuple(bool(b) for b in g.param_positive), floor=post.floor,
-            joint=joint))
+    # in float64 whatever the working precision, as the fit (:mod:`.posterior`)
+    with jax.enable_x64(True):
+        tau = jnp.asarray(np.asarray(post.tau, np.float64))
+        z = jnp.asarray(np.asarray(post.z, np.float64))
+        for s, u in zip(post.component_structure[keep], post.component_u[keep],
+                        strict=True):
+            out.append(tuple(np.asarray(a) for a in _component(
+                jnp.asarray(u, jnp.float64), jnp.asarray(g.masks[s], jnp.float64),
+                tau, z, jnp.asarray(tau_new, jnp.float64), terms=g.terms,
+                positive=tuple(bool(b) for b in g.param_positive),
+                floor=post.floor, joint=joint)))
     w = np.exp(post.component_log_weight[keep])
     return out, w / w.sum(), post.component_structure[keep], dropped
 
