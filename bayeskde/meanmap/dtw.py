@@ -127,13 +127,15 @@ def dtw_distances(
     out = np.zeros((na, nb))
     if len(ia) == 0:
         return out
-    # the pairs of a block gathered here, a multiple of 64 of them up to
-    # block_size, the length bucketed: one compiled program serves data sets
-    # of any size and of nearby lengths
+    # the pairs of a block gathered here, a power of two of them from 64 up to
+    # block_size (at most twice the pairs: a small training set's distances
+    # cost less than compiling a program for its own count), the length
+    # bucketed: a few compiled programs serve data sets of any size and of
+    # nearby lengths
     dtype = float_dtype()
     Tb = bucket_length(T)
     XA, XB = _pad_time_to(XA, Tb, dtype), _pad_time_to(XB, Tb, dtype)
-    bs = min(block_size, -(-len(ia) // 64) * 64)
+    bs = min(block_size, max(64, 1 << (len(ia) - 1).bit_length()))
     vals = np.empty(len(ia))
     r = jnp.full((bs,), radius, jnp.int32)
     for start in range(0, len(ia), bs):

@@ -285,8 +285,9 @@ def test_large_sets_choose_on_a_subset(rng):
 
 
 def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
-    # pairs gathered outside the compiled programs, padded to a multiple of
-    # 64, lengths bucketed: data sets of other sizes and nearby lengths reuse them
+    # pairs gathered outside the compiled programs, padded to a power of two
+    # from 64 (DTW) or a multiple of 64 (alignment), lengths bucketed: data sets
+    # of other sizes and nearby lengths reuse them
     import jax
 
     from bayeskde.kernels.sequence import global_alignment_gram
@@ -298,7 +299,9 @@ def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
         return rng.normal(size=(n, T, 1)), lengths
 
     (A, la), (B, lb), (C, lc) = batch(6, 30), batch(5, 27), batch(7, 29)
+    (E, le), (F, lf) = batch(22, 30), batch(18, 29)
     dtw_distances(A, lengths_a=la)                     # 15 pairs: a block of 64
+    dtw_distances(E, lengths_a=le)                     # 231 pairs: a block of 256
     dtw_distances(A[:4], B, lengths_a=la[:4], lengths_b=lb)   # 20 pairs
     global_alignment_gram(A, sigma=1.0, lengths_a=la)  # 21 pairs
     seqs = [x[:n] for x, n in zip(A, la, strict=True)] + [
@@ -309,6 +312,7 @@ def test_alignment_dtw_and_hmm_features_compile_once_across_sizes(rng):
     comp.cross(seqs[:5])
     with count_compilations() as c:
         dtw_distances(B, lengths_a=lb)                 # 10 pairs
+        dtw_distances(F, lengths_a=lf)                 # 153 pairs: 256
         dtw_distances(C[:4], A, lengths_a=lc[:4], lengths_b=la)  # 24 pairs
         global_alignment_gram(C, sigma=1.0, lengths_a=lc)  # 28 pairs
         K = comp.cross(seqs[5:12])                     # 7 series: a tile of 8
