@@ -65,7 +65,7 @@ __all__ = ["LAPLACE_DOF", "laplace_importance", "rank_optima"]
 #: Degrees of freedom of the Student-t components of the proposal.
 LAPLACE_DOF = 5.0
 #: Levenberg-Marquardt steps from every start.
-_LM_STEPS = 40
+_LM_STEPS = 20
 #: Optimisation lanes (test inputs x starts) per compiled BFGS program.
 _LANES = 64
 #: Test inputs per importance program.
@@ -232,7 +232,7 @@ def _inside(prior, y):
 
 def laplace_importance(key, mix, prior, Y, X_train, X_test, test_noise, *,
                        n_starts: int = 8, n_particles: int = 1024,
-                       radius: float, eps: float = 0.05, max_iter: int = 100,
+                       radius: float, eps: float = 0.05, max_iter: int = 10,
                        spectrum_tol: float = SPECTRUM_TOL):
     """Modes and importance draws of the predictive (module docstring).
 

@@ -5,12 +5,24 @@ Bayes' rule (B) of :mod:`bayeskde.inverse` with the model average of
 
     p(y* | x*, D) proportional to p(y*) sum_c w_c N(x*; mu_c(y*), v_c(y*) I),
 
-is evaluated in one of two ways, chosen by the output dimension d_y:
+is evaluated in one of three ways, the first two chosen by the output
+dimension d_y:
 
 * ``sampler="grid"`` (d_y <= 2): the midpoint rule on ``n_grid`` cells *per output
   dimension* over the prior's box. Exact up to the cell width; draws are exact
   for the piecewise-constant density (a cell by its mass, then uniform in it).
-* ``sampler="importance"`` (d_y > 2, where a grid cannot serve): adaptive importance
+* ``sampler="laplace"`` (d_y > 2, where a grid cannot serve): modes found by
+  Levenberg-Marquardt and BFGS from the outputs of the training inputs
+  nearest x* and from the training outputs of highest density, then one
+  importance stage whose proposal is a mixture of Student-t densities at the
+  modes shaped by their Hessians (:mod:`.laplace`). Its modes are the
+  optima themselves, ranked by the weight of the draws nearest each. It
+  finds the solutions of a deterministic simulator, where the density is
+  so narrow that sampling from the training outputs never reaches them
+  (noise-free four-joint arm: top mode re-simulates within 8e-4 against
+  0.67 for the adaptive importance sampler below), and it is 2-4x faster.
+* ``sampler="importance"`` (the default above two outputs before
+  ``"laplace"``): adaptive importance
   sampling (population Monte Carlo with deterministic-mixture weights; Cappe et
   al. 2004, Cornuet et al. 2012). Seeds: the training outputs (and, for a prior
   given by the user, as many prior draws), scored by the target. Then
@@ -164,8 +176,8 @@ def inverse_gp_predictive(
         mode: ``"average"`` (Bayesian model average over ``num_draws`` evenly
             thinned draws, pairs Rao-Blackwellised) or ``"map"`` (the MAP
             draw and pair only).
-        sampler: ``"auto"`` (``"grid"`` for d_y <= 2, else ``"importance"``),
-            ``"grid"`` or ``"importance"``.
+        sampler: ``"auto"`` (``"grid"`` for d_y <= 2, else ``"laplace"``),
+            ``"grid"``, ``"laplace"`` or ``"importance"``.
         n_grid: grid cells *per output dimension* (default 512 for one
             output, 100 x 100 for two).
         margin: the default box is the training outputs' widened by
@@ -181,7 +193,7 @@ def inverse_gp_predictive(
             each mode, kept only where it raises the density and moves less
             than ``mode_radius``).
         n_particles, n_stages: importance sampling's draws per stage and
-            stages.
+            stages (``"laplace"``: 4 ``n_particles`` draws in its one stage).
         num_chains, n_mcmc_steps: the MCMC moves after importance sampling
             (module docstring; ``num_chains=0`` skips them): chains per test
             input and Langevin steps per chain (60% warm-up).
@@ -213,10 +225,10 @@ def inverse_gp_predictive(
     X_test = check_test_inputs(X_test, data.X.shape[1])
     Y = np.asarray(data.Y, float)
     d = Y.shape[1]
-    sampler = ("grid" if d <= 2 else "importance") if sampler == "auto" else sampler
+    sampler = ("grid" if d <= 2 else "laplace") if sampler == "auto" else sampler
     if sampler == "grid" and d > 2:
         raise ValueError(f"sampler='grid' serves outputs of dimension <= 2, got "
-                         f"{d}; use sampler='importance'")
+                         f"{d}; use sampler='laplace'")
     prior = resolve_output_prior(output_prior, Y, margin)
     dt = data.X.dtype
     mix = fit_mixture(fit, mode, num_draws)

@@ -30,7 +30,7 @@ from .smc import inverse_gp_smc
 __all__ = ["GRID_REFINE_EVALS", "SAMPLERS", "inverse_gp_sample"]
 
 #: The samplers of :func:`inverse_gp_sample`.
-SAMPLERS = ("auto", "grid", "nuts", "smc", "importance")
+SAMPLERS = ("auto", "grid", "laplace", "nuts", "smc", "importance")
 
 
 def _inverse_cdf(key, lp, num_samples):
@@ -128,7 +128,18 @@ def inverse_gp_sample(
       spike of sd 0.1; 0.02 against two_moons' crescent width 0.01), and
       the draws of the unrefined grid scored C2ST 0.596 and 0.583 there
       (docs/sbi.md).
-    * ``"nuts"`` (``"auto"`` for d_y > 2): :func:`inverse_gp_nuts`,
+    * ``"laplace"`` (``"auto"`` for d_y > 2): an importance resample of the
+      Laplace-mixture importance stage of :func:`inverse_gp_predictive`
+      (:mod:`.laplace`: modes by Levenberg-Marquardt and BFGS from the
+      nearest training inputs' outputs and the best-scoring ones, then
+      Student-t components at each mode shaped by its Hessian), with at
+      least two particles a draw; the weights carry the modes' masses. On the
+      three-output yaw-shoulder-elbow arm (100 test points, float64) 90%
+      coverage 0.90 and CRPS 0.164 in 8.5 s, against NUTS's 0.91 and 0.188 in
+      109 s for 50 points; on the noise-free four-joint arm, where NUTS's
+      chains never reach the solutions, its top mode re-simulates within 8e-4
+      (docs/inverse.md).
+    * ``"nuts"``: :func:`inverse_gp_nuts`,
       ``num_chains`` chains a test input after ``num_warmup`` steps of NUTS
       (then HMC of the adapted step size and mass matrix, or NUTS with
       ``sampling_kernel="nuts"``); the draws are the chains' states. Its
@@ -140,9 +151,10 @@ def inverse_gp_sample(
       weights carry the modes' relative masses, which chains cannot (its
       report, with the log evidence log p(x* | D), is
       :func:`~.smc.inverse_gp_smc`'s: call it for them).
-    * ``"importance"``: an importance resample of the last importance stage
-      of :func:`inverse_gp_predictive` (the behaviour above two outputs before
-      NUTS: at most 4 n_particles distinct points, check its ``ess``).
+    * ``"importance"``: an importance resample of the last stage of
+      :func:`inverse_gp_predictive`'s adaptive importance sampler with
+      Langevin moves (``sampler="importance"`` there; at most 4 n_particles
+      distinct points, check its ``ess``).
 
     Args:
         key: PRNG key.
@@ -190,9 +202,14 @@ def inverse_gp_sample(
         raise ValueError(f"predictive must be an InverseGPPredictive of these "
                          f"X_test ({X_test.shape[0]} rows)")
     d = data.Y.shape[1]
+    k1, k2 = jax.random.split(key)
+    k_pred = jax.random.fold_in(key, 7)
     if sampler == "auto":
-        imp = predictive is not None and predictive.sampler == "importance"
-        sampler = "nuts" if d > 2 else ("importance" if imp else "grid")
+        if predictive is not None:
+            sampler = ("grid" if predictive.sampler == "grid"
+                       else predictive.sampler)
+        else:
+            sampler = "laplace" if d > 2 else "grid"
     if sampler == "nuts":
         draws, _ = inverse_gp_nuts(
             key, fit, X_test, num_samples, num_chains=num_chains,
@@ -210,16 +227,20 @@ def inverse_gp_sample(
             spectrum_tol=spectrum_tol)
         return draws
     if predictive is None:
+        extra = {}
+        if sampler == "laplace":
+            # at least two particles a draw: 4 n_particles of the Laplace stage
+            extra = dict(n_particles=max(256, -(-num_samples // 2)))
         predictive = inverse_gp_predictive(
             fit, X_test, mode=mode, num_draws=num_draws, n_grid=n_grid,
             output_prior=output_prior, noisy_inputs=noisy_inputs, margin=margin,
-            mode_radius=mode_radius, refine=False,
-            sampler="importance" if sampler == "importance" else "auto")
+            mode_radius=mode_radius, refine=False, key=k_pred,
+            sampler=sampler if sampler in ("importance", "laplace") else "auto",
+            **extra)
     if sampler == "grid" and predictive.sampler != "grid":
         raise ValueError("sampler='grid' needs a grid predictive (d_y <= 2)")
     lp = np.asarray(predictive.log_probs, float)
     n = lp.shape[0]
-    k1, k2 = jax.random.split(key)
     if predictive.sampler == "grid":
         d = predictive.support.shape[1]
         if subdivide > 1:
