@@ -265,7 +265,7 @@ def main(argv=None):
     parser.add_argument("--peer-python", default="/work/venvs/structure-bench/bin/"
                         "python")
     parser.add_argument("--series", nargs="*", default=list(SERIES))
-    parser.add_argument("--max-terms", type=int, default=2)
+    parser.add_argument("--max-terms", type=int, default=3)
     parser.add_argument("--num-starts", type=int, default=3)
     parser.add_argument("--num-steps", type=int, default=60)
     parser.add_argument("--transforms", nargs="+", default=["none", "log"],

@@ -29,7 +29,7 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=65)
     parser.add_argument("--num-starts", type=int, default=3)
     parser.add_argument("--num-steps", type=int, default=60)
-    parser.add_argument("--max-terms", type=int, default=2)
+    parser.add_argument("--max-terms", type=int, default=3)
     parser.add_argument("--transform", default="none")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)

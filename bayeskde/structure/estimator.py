@@ -6,10 +6,12 @@ data scales and the parameter prior, and returns the enumerated
 :class:`~bayeskde.structure.StructurePosterior`; :class:`StructureGPRegressor` is a
 thin facade over it and the mixture predictive (:mod:`.predictive`).
 
-Cost: ``num_structures num_starts`` L-BFGS fits, each O(num_steps n^3) (exact GP
-evidence), and O(C (n^3 + n^2 m)) to predict ``m`` points from ``C`` mixture
-components. With the default grammar (7 terms, at most 2 in a sum: 29
-structures) this serves series of up to a few hundred points.
+Cost: ``29 num_starts + 35 num_warm_starts`` L-BFGS fits with the default grammar
+(7 terms, at most 3 in a sum: 29 structures of at most two terms, 35 of three;
+157 fits with the defaults), each O(num_steps n^3) (exact GP evidence, in
+float64), and O(C (n^3 + n^2 m)) to predict ``m`` points from ``C`` mixture
+components; twice the fits with ``transform="auto"`` on a positive series. This
+serves series of up to a few hundred points.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def _transform_log_evidence(post: StructurePosterior, y: np.ndarray,
 
 def fit_structure_gp(
     key: jax.Array, t: ArrayLike, y: ArrayLike, *,
-    terms=DEFAULT_TERMS, max_terms: int = 2, inclusion: float = 0.3,
+    terms=DEFAULT_TERMS, max_terms: int = 3, inclusion: float = 0.3,
     num_starts: int = 3, num_steps: int = 60, transform: str = "auto",
     num_warm_starts: int = 2,
 ) -> StructurePosterior:
@@ -100,7 +102,9 @@ def fit_structure_gp(
         t: ``(n,)`` times (any spacing, ``n >= 5``, at least two distinct).
         y: ``(n,)`` observations.
         terms: the grammar's vocabulary (:data:`~bayeskde.structure.DEFAULT_TERMS`).
-        max_terms: the most terms in a sum.
+        max_terms: the most terms in a sum (3, the default: 64 structures of
+            the default vocabulary; Mauna Loa needs a trend, a seasonal term and
+            a medium-term one); above the vocabulary's size it is capped there.
         inclusion: the grammar's inclusion probability ``q``
             (:mod:`~bayeskde.structure.grammar`).
         num_starts: optimiser starts per structure.
@@ -139,6 +143,10 @@ def fit_structure_gp(
         candidates = ("none", "log") if positive else ("none",)
     else:
         candidates = (transform,)
+    if (isinstance(max_terms, int | np.integer) and not isinstance(max_terms, bool)
+            and not isinstance(terms, str) and hasattr(terms, "__len__")
+            and len(terms) > 0):
+        max_terms = min(max_terms, len(terms))
     grammar = make_grammar(terms, max_terms, inclusion)
     fits, evidence = {}, {}
     for name in candidates:
@@ -186,7 +194,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         (2,)
     """
 
-    def __init__(self, terms=DEFAULT_TERMS, max_terms: int = 2,
+    def __init__(self, terms=DEFAULT_TERMS, max_terms: int = 3,
                  inclusion: float = 0.3, num_starts: int = 3, num_steps: int = 60,
                  transform: str = "auto", num_warm_starts: int = 2, *, key=None):
         self.terms = terms
