@@ -176,8 +176,9 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     def sample(self, X, num_samples: int = 1000, *, key=None) -> np.ndarray:
         """``(n_test, num_samples, d_y)`` draws of p(y* | x*, D)
         (:func:`~.sample.inverse_gp_sample`: the grid for d_y <= 2, its most
-        probable cells refined 8-fold per dimension, NUTS's warm-up then HMC
-        above); ``key`` defaults to ``key(1)``."""
+        probable cells refined 8-fold per dimension; above two outputs an
+        importance resample of the Laplace-mixture stage, whose weights carry
+        the modes' masses); ``key`` defaults to ``key(1)``."""
         self._check_fitted()
         X = _estimator_X(X, "sample", self.n_features_in_)
         key = jax.random.key(1) if key is None else check_key(key)
