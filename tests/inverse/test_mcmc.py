@@ -34,12 +34,14 @@ def arm():
 # stay in the default run
 @pytest.mark.slow
 def test_refined_modes_are_local_maxima(arm):
-    """Refinement (the importance path: three outputs) moves each mode to a
+    """Refinement (on the adaptive importance path) moves each mode to a
     stationary point of the model-averaged density, never lowers it, and keeps
     the masses."""
     d, fit = arm
-    raw = inverse_gp_predictive(fit, d.x_test, k=2, num_draws=10, refine=False)
-    ref = inverse_gp_predictive(fit, d.x_test, k=2, num_draws=10)
+    raw = inverse_gp_predictive(fit, d.x_test, k=2, num_draws=10, refine=False,
+                                sampler="importance")
+    ref = inverse_gp_predictive(fit, d.x_test, k=2, num_draws=10,
+                                sampler="importance")
     assert ref.sampler == "importance"
     np.testing.assert_array_equal(raw.mode_masses, ref.mode_masses)
     before = predictive_log_density(ref, raw.modes, d.x_test)
