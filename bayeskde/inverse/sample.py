@@ -27,10 +27,13 @@ from .predictive import (
 )
 from .smc import inverse_gp_smc
 
-__all__ = ["GRID_REFINE_EVALS", "SAMPLERS", "inverse_gp_sample"]
+__all__ = ["GRID_REFINE_EVALS", "MIN_ESS", "SAMPLERS", "inverse_gp_sample"]
 
 #: The samplers of :func:`inverse_gp_sample`.
 SAMPLERS = ("auto", "grid", "laplace", "nuts", "smc", "importance")
+#: ``sampler="auto"`` above two outputs: the test inputs whose Laplace stage's
+#: effective sample size is below this share of its particles are drawn by NUTS.
+MIN_ESS = 0.1
 
 
 def _inverse_cdf(key, lp, num_samples):
@@ -112,7 +115,7 @@ def inverse_gp_sample(
     mode_radius: float | None = None, dense_mass: bool = True,
     max_tree_depth: int | tuple[int, ...] | list[int] = (4, 8),
     spectrum_tol: float = SPECTRUM_TOL, sampling_kernel: str = "hmc",
-    num_particles: int = 2048,
+    num_particles: int = 2048, min_ess: float = MIN_ESS,
 ) -> np.ndarray:
     """Draws of the predictive p(y* | x*, D).
 
@@ -128,7 +131,11 @@ def inverse_gp_sample(
       spike of sd 0.1; 0.02 against two_moons' crescent width 0.01), and
       the draws of the unrefined grid scored C2ST 0.596 and 0.583 there
       (docs/sbi.md).
-    * ``"laplace"`` (``"auto"`` for d_y > 2): an importance resample of the
+    * ``"laplace"`` (``"auto"`` for d_y > 2, except for the test inputs whose
+      stage's effective sample size is below ``min_ess`` of its particles,
+      which ``"auto"`` draws by NUTS: on sbibm's slcp the importance weights
+      degenerate, 835 distinct of 10,000 draws, and its C2ST was 0.963 against
+      NUTS's 0.940, observations 1-3): an importance resample of the
       Laplace-mixture importance stage of :func:`inverse_gp_predictive`
       (:mod:`.laplace`: modes by Levenberg-Marquardt and BFGS from the
       nearest training inputs' outputs and the best-scoring ones, then
@@ -204,6 +211,10 @@ def inverse_gp_sample(
     d = data.Y.shape[1]
     k1, k2 = jax.random.split(key)
     k_pred = jax.random.fold_in(key, 7)
+    if not (isinstance(min_ess, (int, float)) and 0.0 <= min_ess <= 1.0):
+        raise ValueError(f"min_ess must be a share in [0, 1], got {min_ess!r}")
+    fallback = sampler == "auto" and d > 2 and (
+        predictive is None or predictive.sampler == "laplace")
     if sampler == "auto":
         if predictive is not None:
             sampler = ("grid" if predictive.sampler == "grid"
@@ -255,4 +266,18 @@ def inverse_gp_sample(
             width[idx] if width.shape[0] > 1 else width)
     idx = _inverse_cdf(k1, lp, num_samples)
     sup = np.asarray(predictive.support, float)
-    return np.take_along_axis(sup, idx[..., None], axis=1)
+    draws = np.take_along_axis(sup, idx[..., None], axis=1)
+    if fallback:
+        low = np.flatnonzero(predictive.ess < min_ess * lp.shape[1])
+        if low.size:
+            rows = predictive._replace(**{
+                f: np.asarray(getattr(predictive, f))[low]
+                for f in ("support", "log_probs", "modes", "mode_masses", "ess",
+                          "log_normalizer")})
+            draws[low], _ = inverse_gp_nuts(
+                key, fit, X_test[low], num_samples, num_chains=num_chains,
+                num_warmup=num_warmup, mode_radius=mode_radius,
+                dense_mass=dense_mass, max_tree_depth=max_tree_depth,
+                predictive=rows, spectrum_tol=spectrum_tol,
+                sampling_kernel=sampling_kernel)
+    return draws

@@ -118,3 +118,26 @@ def test_laplace_refuses_bad_settings(moons_fit):
         inverse_gp_predictive(fit, x[:2], sampler="laplace", key="abc")
     with pytest.raises(ValueError, match="sampler"):
         inverse_gp_predictive(fit, x[:2], sampler="laplac")
+
+
+@pytest.mark.slow
+def test_auto_draws_fall_back_to_nuts_where_the_weights_degenerate():
+    """``sampler="auto"`` above two outputs keeps the Laplace stage's draws
+    for the test inputs whose effective sample size reaches ``min_ess`` of its
+    particles and draws the others by NUTS: with ``min_ess=1`` every row is
+    NUTS's (the same draws as NUTS on that predictive and key), with 0 none
+    (the Laplace stage's own resample)."""
+    from bayeskde.inverse import inverse_gp_nuts
+
+    fit, X_test = _noise_free_fit()
+    X = X_test[:2]
+    pred = inverse_gp_predictive(fit, X, sampler="laplace", refine=False)
+    key = jax.random.key(4)
+    none = inverse_gp_sample(key, fit, X, 100, predictive=pred, min_ess=0.0)
+    lap = inverse_gp_sample(key, fit, X, 100, predictive=pred, sampler="laplace")
+    np.testing.assert_array_equal(none, lap)
+    every = inverse_gp_sample(key, fit, X, 100, predictive=pred, min_ess=1.0)
+    ref, _ = inverse_gp_nuts(key, fit, X, 100, predictive=pred)
+    np.testing.assert_array_equal(every, ref)
+    with pytest.raises(ValueError, match="min_ess"):
+        inverse_gp_sample(key, fit, X, 100, predictive=pred, min_ess=2.0)
