@@ -84,7 +84,8 @@ def run(name, budget, R, L, thin, seed, out_dir):
     draws = np.asarray(inverse_gp_sample(jax.random.key(seed + 2), reg.fit_, held.x,
                                          L, predictive=pred))
     lp_draws = np.asarray(predictive_log_density(pred, draws, held.x))
-    lp_true = np.asarray(predictive_log_density(pred, held.theta[:, None], held.x))[:, 0]
+    lp_true = np.asarray(
+        predictive_log_density(pred, held.theta[:, None], held.x))[:, 0]
     sample_s = time.perf_counter() - t0
     cov = expected_coverage(lp_true, lp_draws)
     lo, hi = binomial_band(R)

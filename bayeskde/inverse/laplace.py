@@ -334,7 +334,7 @@ def rank_optima(optima, energies, particles, log_w, k, radius):
         pick = (rank + rest)[:k]
         pick += [pick[0]] * (k - len(pick))
         modes[i] = optima[i, pick]
-        mm = dict(zip(kept, mass))
+        mm = dict(zip(kept, mass, strict=True))
         masses[i] = [mm.get(j, 0.0) if q < len(rank) else 0.0
                      for q, j in enumerate(pick)]
     return modes, masses

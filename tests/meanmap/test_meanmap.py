@@ -9,17 +9,14 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal as mvn
 from sklearn.exceptions import NotFittedError
-from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
 
 from bayeskde.hmm import CategoricalEmission, GaussianEmission, HMMParams, pad_sequences
 from bayeskde.meanmap import (
     LatentMeanMapKernel,
     adapt_hmms,
     categorical_gmmk,
-    categorical_ppk,
     clique_mean_map_kernel,
     empirical_fisher_information,
-    empirical_mean_map_kernel,
     fisher_kernel,
     fisher_scores,
     gaussian_gmmk,
@@ -27,18 +24,15 @@ from bayeskde.meanmap import (
     hmm_log_kernel,
     hmm_log_kernel_gram,
     length_normalised_fisher_kernel,
-    log_gaussian_gmmk,
     log_hmm_product_kernel,
     log_kernel_normalize,
-    mean_map_gram,
     relative_frobenius_error,
     sequence_cliques,
     symbol_kernel_matrix,
     taylor_dimension,
 )
 from tests.helpers import X64, count_compilations
-
-RTOL = 1e-9 if X64 else 1e-4
+from tests.meanmap.checks import RTOL, assert_psd, assert_within_3se
 
 # One categorical and one Gaussian data set serve every HMM test, so each compiled
 # function (posteriors, features, Fisher scores, EM) is traced for one shape only.
@@ -48,25 +42,6 @@ CAT_SEQS = [np.array([0, 2, 2, 1, 0, 1, 2, 0]), np.array([1, 0, 2, 2, 1]),
             np.array([2]), np.array([0, 0, 1, 2, 1, 1, 0]), np.array([2, 1, 0])]
 GAUSS_SEQS = [0.5 * np.random.default_rng(1).normal(size=(len(s), 2))
               for s in CAT_SEQS]
-
-
-def _psd(K, tol=None):
-    K = np.asarray(K, np.float64)
-    np.testing.assert_allclose(K, K.T, rtol=RTOL, atol=RTOL)
-    tol = (1e-8 if X64 else 1e-4) * max(1.0, np.abs(K).max())
-    assert np.linalg.eigvalsh(0.5 * (K + K.T)).min() > -tol
-
-
-def _within_3se(value, samples):
-    samples = np.asarray(samples, np.float64)
-    se = samples.std(ddof=1) / math.sqrt(samples.size)
-    assert abs(float(value) - samples.mean()) < 3 * se, (float(value), samples.mean(),
-                                                          se)
-
-
-def _spd(rng, d, scale=0.4):
-    A = rng.normal(size=(d, d))
-    return scale * A @ A.T + 0.1 * np.eye(d)
 
 
 # ---------------------------------------------------------------- toy HMMs
@@ -163,124 +138,6 @@ def _lmmk_definition(xs, ys, gx, gy, xix, xiy, obs_kernel, lam):
     return v + w
 
 
-# ------------------------------------------------------------------- EMMK
-
-
-def test_emmk_is_mean_of_base_kernel(rng):
-    X, Y = rng.normal(size=(5, 2)), rng.normal(size=(7, 2))
-    ref = sk_rbf(X, Y, gamma=0.3).mean()
-    assert float(empirical_mean_map_kernel(X, Y, gamma=0.3)) == pytest.approx(
-        ref, rel=RTOL)
-    sets = [rng.normal(size=(m, 2)) for m in (3, 5, 1, 4)]
-    K = mean_map_gram(sets, gamma=0.3)
-    ref = np.array([[sk_rbf(a, b, gamma=0.3).mean() for b in sets] for a in sets])
-    np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
-    _psd(K)
-
-
-def test_clique_decomposition_eq3(rng):
-    x, y = rng.normal(size=(6, 1)), rng.normal(size=(4, 1))
-    cx = [x, sequence_cliques(x, 2)]
-    cy = [y, sequence_cliques(y, 2)]
-    assert cx[1].shape == (5, 2)
-    ref = sk_rbf(x, y, gamma=0.5).mean() + sk_rbf(
-        np.asarray(cx[1]), np.asarray(cy[1]), gamma=0.5).mean()
-    got = clique_mean_map_kernel(cx, cy, gamma=0.5)
-    assert float(got) == pytest.approx(ref, rel=RTOL)
-    # a length-1 object has no pair cliques: that clique type contributes 0
-    one = rng.normal(size=(1, 1))
-    assert sequence_cliques(one, 2).shape == (0, 2)
-    got = clique_mean_map_kernel([one, sequence_cliques(one, 2)], cy, gamma=0.5)
-    assert float(got) == pytest.approx(sk_rbf(one, y, gamma=0.5).mean(), rel=RTOL)
-
-
-def test_emmk_bad_input():
-    with pytest.raises(ValueError, match="features"):
-        empirical_mean_map_kernel(np.zeros((2, 2)), np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="NaN"):
-        empirical_mean_map_kernel(np.array([[np.nan]]), np.zeros((1, 1)))
-    with pytest.raises(ValueError, match="empty"):
-        empirical_mean_map_kernel(np.zeros((0, 1)), np.zeros((1, 1)))
-
-
-# --------------------------------------------------------- GMMK closed forms
-
-
-def test_gaussian_gmmk_monte_carlo(rng):
-    d, g, n = 3, 0.4, 100_000
-    m1, m2 = rng.normal(size=d), rng.normal(size=d)
-    S1, S2 = _spd(rng, d), _spd(rng, d)
-    x = rng.multivariate_normal(m1, S1, n)
-    y = rng.multivariate_normal(m2, S2, n)
-    _within_3se(gaussian_gmmk(m1, S1, m2, S2, gamma=g),
-                np.exp(-g * ((x - y) ** 2).sum(1)))
-    # point masses give the base kernel itself; diagonal covariances accepted
-    val = gaussian_gmmk(m1, np.zeros(d), m2, np.zeros(d), gamma=g)
-    assert float(val) == pytest.approx(np.exp(-g * ((m1 - m2) ** 2).sum()), rel=RTOL)
-    full = log_gaussian_gmmk(m1, np.diag([0.1, 0.2, 0.3]), m2, S2, gamma=g)
-    diag = log_gaussian_gmmk(m1, np.array([0.1, 0.2, 0.3]), m2, S2, gamma=g)
-    assert float(full) == pytest.approx(float(diag), rel=RTOL)
-
-
-@pytest.mark.parametrize("rho", [0.5, 1.0, 1.5])
-def test_gaussian_ppk_monte_carlo(rng, rho):
-    d, n = 2, 200_000
-    m1, m2 = 0.5 * rng.normal(size=d), 0.5 * rng.normal(size=d)
-    S1, S2 = _spd(rng, d, 0.2), _spd(rng, d, 0.2)
-    # int p^rho q^rho = E_{x~p}[p(x)^(rho - 1) q(x)^rho]
-    x = rng.multivariate_normal(m1, S1, n)
-    w = mvn(m1, S1).pdf(x) ** (rho - 1) * mvn(m2, S2).pdf(x) ** rho
-    _within_3se(gaussian_ppk(m1, S1, m2, S2, rho=rho), w)
-    if rho == 1.0:
-        ref = mvn(m2, S1 + S2).pdf(m1)
-        assert float(gaussian_ppk(m1, S1, m2, S2)) == pytest.approx(ref, rel=RTOL)
-
-
-def test_categorical_gmmk_and_ppk(rng):
-    p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4))
-    L = symbol_kernel_matrix(4, 0.7)
-    n = 200_000
-    a, b = rng.choice(4, n, p=p), rng.choice(4, n, p=q)
-    _within_3se(categorical_gmmk(p, q, L), np.where(a == b, 1.0, np.exp(-0.7)))
-    # rho = 1: the PPK is the GMMK with the delta kernel
-    assert float(categorical_ppk(p, q)) == pytest.approx(
-        float(categorical_gmmk(p, q, np.eye(4))), rel=RTOL)
-    assert float(categorical_ppk(p, q, rho=0.5)) == pytest.approx(
-        np.sum(np.sqrt(p * q)), rel=RTOL)
-
-
-def test_ppk_rho1_is_dirac_limit_of_gmmk(rng):
-    d = 2
-    m1, m2 = rng.normal(size=d), rng.normal(size=d)
-    S1, S2 = _spd(rng, d), _spd(rng, d)
-    ppk = float(gaussian_ppk(m1, S1, m2, S2))
-    errs = []
-    for g in (1.0, 10.0, 100.0, 1000.0):
-        # normalised RBF (g/pi)^(D/2) exp(-g |x-y|^2) = N(x; y, I/(2g))
-        scaled = (g / np.pi) ** (d / 2) * float(gaussian_gmmk(m1, S1, m2, S2, gamma=g))
-        smoothed = float(gaussian_ppk(m1, S1, m2, S2 + np.eye(d) / (2 * g)))
-        assert scaled == pytest.approx(smoothed, rel=1e-8 if X64 else 1e-4)
-        errs.append(abs(scaled - ppk))
-    assert all(b < a for a, b in itertools.pairwise(errs))
-    assert errs[-1] < 2e-3 * ppk
-
-
-def test_eq34_both_expectations_equal(rng):
-    d, lam, n = 2, 0.8, 100_000
-    m1, m2 = rng.normal(size=d), rng.normal(size=d)
-    S1, S2 = _spd(rng, d), _spd(rng, d)
-    var = 1.0 / (2.0 * lam)  # sigma = (2 lam)^(-1/2)
-    closed = (lam / np.pi) ** (d / 2) * float(gaussian_gmmk(m1, S1, m2, S2,
-                                                            gamma=lam))
-    # k_p(p, N(x, sigma^2)) with rho = 1 is N(x; m, S + sigma^2 I)
-    xp = rng.multivariate_normal(m2, S2, n)  # x ~ p'
-    lhs = mvn(m1, S1 + var * np.eye(d)).pdf(xp)
-    xq = rng.multivariate_normal(m1, S1, n)  # x ~ p
-    rhs = mvn(m2, S2 + var * np.eye(d)).pdf(xq)
-    _within_3se(closed, lhs)
-    _within_3se(closed, rhs)
-
-
 # ------------------------------------------------------------ HMM kernels
 
 
@@ -324,11 +181,11 @@ def test_gaussian_hmm_gmmk_monte_carlo(rng):
     p2 = _hmm(pi[::-1], A[::-1, ::-1], GaussianEmission(
         jnp.asarray(m + 0.3, jnp.zeros(()).dtype), jnp.asarray(v, jnp.zeros(()).dtype)))
     got = jnp.exp(hmm_log_kernel(_gauss_hmm(), p2, T, kind="gmmk", gamma=g))
-    _within_3se(got, np.exp(-g * ((x - y) ** 2).sum(axis=(1, 2))))
+    assert_within_3se(got, np.exp(-g * ((x - y) ** 2).sum(axis=(1, 2))))
     got_ppk = jnp.exp(hmm_log_kernel(_gauss_hmm(), p2, T, kind="ppk"))
     # rho = 1 PPK = E_{x ~ HMM1} p2(x): path-enumerated likelihoods of the samples
     lik = np.stack([_gauss_lik(m + 0.3, v, x[:, t]) for t in range(T)], 1)
-    _within_3se(got_ppk, _brute_likelihoods(pi[::-1], A[::-1, ::-1], lik))
+    assert_within_3se(got_ppk, _brute_likelihoods(pi[::-1], A[::-1, ::-1], lik))
 
 
 def test_long_hmm_kernel_finite_and_bad_input():
@@ -351,7 +208,7 @@ def test_adapted_hmm_ppk_gram():
     np.testing.assert_allclose(np.exp(many.log_transition).sum(-1), 1.0, rtol=1e-5)
     logK = hmm_log_kernel_gram(many, length=6)
     d = jnp.diagonal(logK)
-    _psd(log_kernel_normalize(logK, d, d))
+    assert_psd(log_kernel_normalize(logK, d, d))
     # infinite prior strength: every object gets the pooled HMM
     same = adapt_hmms(p, padded, lengths, tau=1e9)
     np.testing.assert_allclose(same.emission.log_probs[2], p.emission.log_probs,
@@ -403,7 +260,7 @@ def test_lmmk_categorical_equals_definition(cat_brute):
                      for y, py in zip(CAT_SEQS, cat_brute, strict=True)]
                     for x, px in zip(CAT_SEQS, cat_brute, strict=True)])
     np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
-    _psd(K)
+    assert_psd(K)
     # the cross Gram (rows in another order: not the symmetric path) and eq. (24)
     np.testing.assert_allclose(k.gram(CAT_SEQS[::-1], CAT_SEQS), ref[::-1],
                                rtol=RTOL * 10)
@@ -424,7 +281,7 @@ def test_lmmk_gaussian_exact_equals_definition(gauss_brute, gauss_exact):
     np.testing.assert_allclose(K, ref, rtol=RTOL * 10)
     np.testing.assert_allclose(gauss_exact.diag(GAUSS_SEQS), np.diag(ref),
                                rtol=RTOL * 10)
-    _psd(K)
+    assert_psd(K)
 
 
 def test_feature_maps_converge_to_exact(gauss_exact):
@@ -521,14 +378,14 @@ def test_fisher_scores_finite_differences(cat_fisher):
 def test_fisher_kernels_psd_and_empirical_information():
     fs = fisher_scores(_gauss_hmm(), GAUSS_SEQS)
     K = fisher_kernel(fs.scores)
-    _psd(K)
+    assert_psd(K)
     info = empirical_fisher_information(fs.scores, ridge=1e-3)
     Ke = fisher_kernel(fs.scores, information=info)
     U = np.asarray(fs.scores, np.float64)
     ref = U @ np.linalg.solve(np.asarray(info, np.float64), U.T)
     np.testing.assert_allclose(Ke, ref, rtol=1e-6 if X64 else 2e-3,
                                atol=1e-6 if X64 else 2e-3)
-    _psd(Ke)
+    assert_psd(Ke)
 
 
 def test_estimator_fit_same_key_and_no_recompile():
@@ -538,7 +395,7 @@ def test_estimator_fit_same_key_and_no_recompile():
         CAT_SEQS)
     k2 = LatentMeanMapKernel(2, key=jax.random.key(5), **kw).fit(CAT_SEQS)
     np.testing.assert_array_equal(K1, k2.gram(CAT_SEQS))
-    _psd(K1)
+    assert_psd(K1)
     with count_compilations() as compiles:
         k2.gram(CAT_SEQS)
     assert compiles.count == 0
@@ -612,22 +469,22 @@ def test_remaining_grams_symmetric_psd(rng):
     means = rng.normal(size=(6, 2))
     covs = [a @ a.T + 0.2 * np.eye(2) for a in rng.normal(size=(6, 2, 2))]
     for fn, kw in ((gaussian_gmmk, {"gamma": 0.7}), (gaussian_ppk, {"rho": 1.0})):
-        _psd([[float(fn(means[i], covs[i], means[j], covs[j], **kw))
+        assert_psd([[float(fn(means[i], covs[i], means[j], covs[j], **kw))
                for j in range(6)] for i in range(6)])
     probs = rng.dirichlet(np.ones(4), size=6)
     L = symbol_kernel_matrix(4, 0.7)
-    _psd([[float(categorical_gmmk(p, q, L)) for q in probs] for p in probs])
+    assert_psd([[float(categorical_gmmk(p, q, L)) for q in probs] for p in probs])
     k = LatentMeanMapKernel(2, lam=0.5, nu=0.8, normalize=True,
                             key=jax.random.key(0)).fit(None, params=_cat_hmm())
     K = np.asarray(k.gram(CAT_SEQS))
-    _psd(K)
+    assert_psd(K)
     np.testing.assert_allclose(np.diag(K), 1.0, rtol=RTOL)
     for fmap in ("rff", "taylor"):
         kg = LatentMeanMapKernel(2, "gaussian", lam=0.5, key=jax.random.key(1),
                                  feature_map=fmap, n_features=64).fit(
             None, params=_gauss_hmm())
-        _psd(kg.gram(GAUSS_SEQS))
-    _psd(length_normalised_fisher_kernel(fisher_scores(_cat_hmm(), CAT_SEQS)))
+        assert_psd(kg.gram(GAUSS_SEQS))
+    assert_psd(length_normalised_fisher_kernel(fisher_scores(_cat_hmm(), CAT_SEQS)))
 
 
 def test_clique_kernel_bad_input():
