@@ -57,6 +57,7 @@ from .evaluators import (
     truncate_spectrum,
 )
 from .importance import diverse_top
+from .mcmc import pad_rows
 from .mixture import blocked_log_likelihood
 from .output_prior import log_prior, sample_prior, support_transform
 
@@ -73,11 +74,6 @@ _ROWS = 8
 #: Where a box prior's training outputs sit on its edges (T^-1 infinite), the
 #: starts are moved this share of the box's width inside.
 _EDGE = 1e-3
-
-
-def _pad(a, block):
-    pad = -a.shape[0] % block
-    return np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if pad else a
 
 
 def _levenberg_marquardt(mixf, y0, x, low, high, x_scale, n_iter):
@@ -274,7 +270,7 @@ def laplace_importance(key, mix, prior, Y, X_train, X_test, test_noise, *,
     mixp = truncate_spectrum(prune(mix), spectrum_tol)
     mixf = (mixp, filters(mixp))
     xs = np.repeat(X_test, K, axis=0)
-    yp, xp = _pad(y0.reshape(-1, d), _LANES), _pad(xs, _LANES)
+    yp, xp = pad_rows(y0.reshape(-1, d), _LANES), pad_rows(xs, _LANES)
     parts = [_optimise(mixf, prior.params, jnp.asarray(yp[i:i + _LANES], dt),
                        jnp.asarray(xp[i:i + _LANES], dt), test_noise, *consts,
                        kind=prior.kind, max_iter=max_iter)
@@ -295,7 +291,7 @@ def laplace_importance(key, mix, prior, Y, X_train, X_test, test_noise, *,
     soft /= soft.sum(1, keepdims=True)
     log_pi = np.log(0.5 * np.nan_to_num(soft) + 0.5 / K)
     terms = dense_terms(mix)
-    args = [_pad(a, _ROWS) for a in (z1, chol, logdet, log_pi, X_test)]
+    args = [pad_rows(a, _ROWS) for a in (z1, chol, logdet, log_pi, X_test)]
     keys = jax.random.split(key, args[0].shape[0] // _ROWS)
     out = []
     for j, i in enumerate(range(0, args[0].shape[0], _ROWS)):

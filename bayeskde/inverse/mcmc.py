@@ -17,10 +17,10 @@ from .importance import diverse_top
 from .mixture import mixture_log_likelihood_each
 from .output_prior import log_prior, sample_prior
 
-__all__ = ["langevin_moves", "chain_proposal", "refine_modes"]
+__all__ = ["pad_rows", "langevin_moves", "chain_proposal", "refine_modes"]
 
 
-def _pad_rows(a, block):
+def pad_rows(a, block):
     """``a`` with its last row repeated up to a multiple of ``block`` rows."""
     pad = -a.shape[0] % block
     return np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if pad else a
@@ -108,7 +108,7 @@ def langevin_moves(key, mix, prior, X, test_noise, support, log_w, scale, eps0,
     idx = np.minimum(np.array([np.searchsorted(c, u * c[-1]) for c in cdf]),
                      n_pop - 1)
     y0 = np.take_along_axis(support, np.concatenate([top, idx], 1)[..., None], 1)
-    y0, xs = _pad_rows(y0, _MCMC_BLOCK), _pad_rows(X, _MCMC_BLOCK)
+    y0, xs = pad_rows(y0, _MCMC_BLOCK), pad_rows(X, _MCMC_BLOCK)
     keys = jax.random.split(key, y0.shape[0] // _MCMC_BLOCK)
     out = []
     sc, e0 = jnp.asarray(scale, dt), jnp.asarray(eps0, dt)
@@ -185,7 +185,7 @@ def chain_proposal(key, mix, prior, X, test_noise, states, best, n_particles,
     cov += np.diag((1e-3 * np.asarray(scale, float)) ** 2)[None]
     chol = np.linalg.cholesky(cov)
     cen = states.reshape(n, N * K, d)
-    cen, ch, xs = (_pad_rows(a, _MCMC_BLOCK) for a in (cen, chol, X))
+    cen, ch, xs = (pad_rows(a, _MCMC_BLOCK) for a in (cen, chol, X))
     keys = jax.random.split(key, cen.shape[0] // _MCMC_BLOCK)
     ys, ws, zs = [], [], []
     for j, i in enumerate(range(0, cen.shape[0], _MCMC_BLOCK)):
@@ -221,7 +221,7 @@ def refine_modes(mix, prior, X, modes, test_noise, radius):
     # one compiled program for every number of test points, and each row's
     # result independent of the rows it is batched with.
     n_rows, block = y0.shape[0], _REFINE_BLOCK
-    y0p, xsp = _pad_rows(y0, block), _pad_rows(xs, block)
+    y0p, xsp = pad_rows(y0, block), pad_rows(xs, block)
     parts = [_refine_jit(mix, jnp.asarray(y0p[i:i + block]),
                          jnp.asarray(xsp[i:i + block]), test_noise, prior.kind,
                          prior.params) for i in range(0, y0p.shape[0], block)]
