@@ -15,6 +15,9 @@ Formulas (``r = t - t'``):
   (Rasmussen and Williams 2006, eq. 4.9);
 * :class:`RationalQuadratic`: ``k = (1 + r^2 / (2 alpha l^2))^(-alpha)``
   (Rasmussen and Williams 2006, eq. 4.19);
+* :class:`Exponential`: ``k = exp(-|r| / l)``, the Matern-1/2 kernel, the
+  covariance of the Ornstein-Uhlenbeck process (Rasmussen and Williams 2006,
+  eq. 4.14 with nu = 1/2; section 4.2.1);
 * :class:`Periodic`: ``k = exp(-2 sin^2(pi |r| / p) / l^2)`` (MacKay 1998;
   Rasmussen and Williams 2006, eq. 4.31);
 * :class:`Linear`: ``k = (t - c)(t' - c)`` (Rasmussen and Williams 2006, eq. 4.11
@@ -57,6 +60,7 @@ __all__ = [
     "WhiteNoise",
     "SquaredExponential",
     "RationalQuadratic",
+    "Exponential",
     "Periodic",
     "Linear",
     "ChangePoint",
@@ -203,6 +207,23 @@ class RationalQuadratic(Kernel):
     def evaluate(self, t1, t2):
         r = (t1 - t2) / self.scale
         return (1.0 + 0.5 * r * r / self.alpha) ** (-self.alpha)
+
+
+@_kernel
+class Exponential(Kernel):
+    """``k = exp(-|t - t'| / scale)``: the Matern-1/2 kernel (Rasmussen and
+    Williams 2006, eq. 4.14 with nu = 1/2), the covariance of the stationary
+    Ornstein-Uhlenbeck process ``df = -f / scale dt + dW``. Its paths are
+    continuous and nowhere differentiable, and it is Markov: a forecast depends
+    on the last observation alone and reverts to the mean as ``exp(-h /
+    scale)``, so a long ``scale`` extrapolates a local level (the random walk's
+    forecast, as exponential smoothing's), a short one an AR(1) series."""
+
+    scale: Scalar
+    stationary = True
+
+    def evaluate(self, t1, t2):
+        return jnp.exp(-jnp.abs(t1 - t2) / self.scale)
 
 
 @_kernel

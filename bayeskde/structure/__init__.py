@@ -12,6 +12,7 @@ mixtures.
   sampling;
 - :mod:`.posterior`: the fits of every structure and P(S | data);
 - :mod:`.predictive`: the mixture forecast and its scores;
+- :mod:`.lfo`: the leave-future-out score that chooses the transform of ``y``;
 - :mod:`.summary`: readable expressions, the table, InferenceData;
 - :mod:`.estimator`: :func:`fit_structure_gp` and :class:`StructureGPRegressor`.
 """
@@ -38,6 +39,9 @@ from .grammar import make_grammar as make_grammar
 from .grammar import parse_term as parse_term
 from .grammar import structure_log_prior as structure_log_prior
 from .grammar import term_kernel as term_kernel
+from .lfo import LFO_FRACTION as LFO_FRACTION
+from .lfo import lfo_horizon as lfo_horizon
+from .lfo import lfo_log_score as lfo_log_score
 from .posterior import StructurePosterior as StructurePosterior
 from .posterior import active_layout as active_layout
 from .posterior import periodogram_peaks as periodogram_peaks
@@ -83,6 +87,9 @@ __all__ = [
     "parse_term",
     "structure_log_prior",
     "term_kernel",
+    "LFO_FRACTION",
+    "lfo_horizon",
+    "lfo_log_score",
     "StructurePosterior",
     "periodogram_peaks",
     "structure_posterior",

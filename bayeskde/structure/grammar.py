@@ -7,10 +7,10 @@ Gaussian noise, which every structure carries::
     k(t, t') = c + sum_{j in S} v_j prod_{b in term_j} k_b(t, t'),   y = f + eps.
 
 The vocabulary of terms is fixed for a fit (default :data:`DEFAULT_TERMS`: ``LIN``,
-``SE``, ``PER``, ``RQ``, ``LIN*SE``, ``LIN*PER``, ``PER*SE``: sums of products of
-depth 2), and a structure is a subset ``S`` of it with ``|S| <= max_terms``, so the
-structures are enumerated exactly: ``sum_{k=0}^{K} C(T, k)`` of them (64 for the
-seven default terms and ``K = 3``).
+``SE``, ``PER``, ``RQ``, ``OU``, ``LIN*SE``, ``LIN*PER``, ``PER*SE``: sums of
+products of depth 2), and a structure is a subset ``S`` of it with ``|S| <=
+max_terms``, so the structures are enumerated exactly: ``sum_{k=0}^{K} C(T, k)``
+of them (93 for the eight default terms and ``K = 3``).
 
 Prior over structures (a probabilistic grammar with stated penalties): each term
 ``j`` of the vocabulary enters independently with probability
@@ -38,6 +38,7 @@ import numpy as np
 
 from ..kernels.composable import (
     Constant,
+    Exponential,
     Kernel,
     Linear,
     Periodic,
@@ -77,13 +78,18 @@ BASE_KERNELS: dict[str, tuple[type[Kernel], tuple[ParamSpec, ...]]] = {
                        ParamSpec("period", True, "period"))),
     "RQ": (RationalQuadratic, (ParamSpec("scale", True, "lengthscale"),
                                ParamSpec("alpha", True, "alpha"))),
+    "OU": (Exponential, (ParamSpec("scale", True, "lengthscale"),)),
 }
 
 #: The default vocabulary of terms: every base kernel alone and the three
 #: products of AutoGP's and the Automatic Statistician's typical forecasts
 #: (a trend times a smooth or periodic pattern, a periodic pattern that drifts).
-DEFAULT_TERMS: tuple[str, ...] = ("LIN", "SE", "PER", "RQ", "LIN*SE", "LIN*PER",
-                                  "PER*SE")
+#: ``OU`` (Matern-1/2) is the GP twin of the local-level and AR(1) models that
+#: exponential smoothing and ARIMA extrapolate (the Nile's textbook model,
+#: Durbin and Koopman 2012, ch. 2): every smooth kernel's forecast follows the
+#: curvature of the last stretch, the OU's holds the last level.
+DEFAULT_TERMS: tuple[str, ...] = ("LIN", "SE", "PER", "RQ", "OU", "LIN*SE",
+                                  "LIN*PER", "PER*SE")
 
 
 def parse_term(term: str) -> tuple[str, ...]:

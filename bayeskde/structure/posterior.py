@@ -19,8 +19,8 @@ largest peak of the data's periodogram; start ``k`` puts the periods at the
 spread (the key decides), so that the periodic likelihood's many modes in the
 period are visited from the data's own frequencies.
 
-Structures of more than two terms (``max_terms = 3``: 35 of the default
-grammar's 64) are fitted size by size from warm starts: the best mode of each of
+Structures of more than two terms (``max_terms = 3``: 56 of the default
+grammar's 93) are fitted size by size from warm starts: the best mode of each of
 their ``num_warm_starts`` sub-structures (one term left out) of largest
 evidence, the added term at its first start's values. Every structure is still
 fitted and its evidence integrated, so the enumeration stays exact; the warm
@@ -49,7 +49,7 @@ a few O(n^3) Cholesky factorisations, plus two O(d n^3) Hessians
 (forward-over-reverse) per fit; O(batch_size n^2 num_terms) memory. All
 structures share one compiled program (about 15 s of CPU to compile, once per
 series length), run over the fits by ``lax.map``. Exact enumeration is the reason
-for the bound: the default grammar has 64 structures and the fit is cubic in
+for the bound: the default grammar has 93 structures and the fit is cubic in
 ``n``, so it serves series of a few hundred points (see ``docs/structure.md`` for
 timings).
 """
@@ -118,6 +118,10 @@ class StructurePosterior(NamedTuple):
         transform_log_evidence: ``{transform: log p(y | transform)}`` in the
             user's units (the Jacobians of standardising and of the log
             included), for every transform that was fitted.
+        transform_lfo: ``{transform: elpd_LFO}``, the leave-future-out log
+            score of the end of the training series in the user's units
+            (:func:`~bayeskde.structure.lfo_log_score`) for every transform
+            that was fitted, or ``None`` where only one was.
     """
 
     grammar: Grammar
@@ -139,6 +143,7 @@ class StructurePosterior(NamedTuple):
     floor: float
     transform: str = "none"
     transform_log_evidence: dict | None = None
+    transform_lfo: dict | None = None
 
 
 def periodogram_peaks(tau: np.ndarray, z: np.ndarray, low: float, high: float,
