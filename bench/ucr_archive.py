@@ -172,6 +172,9 @@ def run_one(name, methods):
              "xla_cache_hits": _COMPILES["hits"] - c0["hits"],
              "xla_compile_s": round(_COMPILES["s"] - c0["s"], 2)}
         if hasattr(est, "procedure_"):
+            # the training-split estimates the choice was made by
+            r["loo_error"] = float(est.loo_error_)
+            r["loo_accuracy"] = float(est.loo_accuracy_)
             r["procedure"] = est.procedure_
             r["procedure_scores"] = est.procedure_scores_
             r["selected"] = [{k: v for k, v in s.items() if k in (
