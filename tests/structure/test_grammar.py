@@ -12,8 +12,8 @@ from bayeskde.structure import DEFAULT_TERMS, make_grammar, parse_term
 
 def test_counts_and_layout():
     g = make_grammar(DEFAULT_TERMS, max_terms=3)
-    assert len(g.masks) == sum(math.comb(7, k) for k in range(4)) == 64
-    assert len({tuple(r) for r in g.masks}) == 64
+    assert len(g.masks) == sum(math.comb(8, k) for k in range(4)) == 93
+    assert len({tuple(r) for r in g.masks}) == 93
     assert g.masks.sum(1).max() == 3
     assert len(g.param_names) == len(g.param_roles) == g.param_term.size
     assert g.param_names[:2] == ("constant.variance", "noise.variance")

@@ -11,6 +11,7 @@ import pytest
 from bayeskde.structure import (
     fit_structure_gp,
     laplace_log_evidence,
+    lfo_log_score,
     log_joint,
     mixture_predictive,
     structure_table,
@@ -68,12 +69,18 @@ def test_own_coordinates_give_the_full_layouts_laplace(fitted):
 
 def test_multiplicative_series_chooses_the_log():
     """exp(LIN + PER) (growth by a factor, seasonality proportional to the
-    level): the evidence in y's units, Jacobian included, prefers log y; the
-    additive planted series keeps y (its minimum is below zero: only y is
-    fitted). Same length as the fixture, so the program is not compiled again."""
+    level): the leave-future-out score of the last 10% in y's units (Jacobian
+    included), which decides, and the evidence both prefer log y; the score is
+    lfo_log_score's of each transform's fit; the additive planted series keeps
+    y (its minimum is below zero: only y is fitted). Same length as the fixture,
+    so the program is not compiled again."""
     t, y = planted(30)
-    post = fit_structure_gp(jax.random.key(0), t, np.exp(0.5 * y), **CONFIG)
+    yy = np.exp(0.5 * y)
+    post = fit_structure_gp(jax.random.key(0), t, yy, **CONFIG)
     assert post.transform == "log"
+    lfo = post.transform_lfo
+    assert set(lfo) == {"none", "log"} and lfo["log"] > lfo["none"]
+    assert lfo["log"] == lfo_log_score(post, t, yy)
     ev = post.transform_log_evidence
     assert ev["log"] > ev["none"] + 3.0
     pred = mixture_predictive(post, np.array([30.0, 31.0]))
@@ -92,8 +99,9 @@ def test_planted_structure_has_most_mass(fitted):
 def test_additive_series_keeps_y(fitted):
     _, y, post = fitted
     assert post.transform == "none"
-    assert set(post.transform_log_evidence) == ({"none"} if y.min() <= 0
-                                                else {"none", "log"})
+    assert y.min() <= 0
+    assert set(post.transform_log_evidence) == {"none"}
+    assert post.transform_lfo is None
 
 
 def test_normalised_in_log_space(fitted):
