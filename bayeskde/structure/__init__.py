@@ -13,6 +13,7 @@ mixtures.
 - :mod:`.posterior`: the fits of every structure and P(S | data);
 - :mod:`.predictive`: the mixture forecast and its scores;
 - :mod:`.lfo`: the leave-future-out score that chooses the transform of ``y``;
+- :mod:`.screen`: the first pass that screens structures on a long series;
 - :mod:`.summary`: readable expressions, the table, InferenceData;
 - :mod:`.estimator`: :func:`fit_structure_gp` and :class:`StructureGPRegressor`.
 """
@@ -57,6 +58,10 @@ from .priors import DataScales as DataScales
 from .priors import ParameterPrior as ParameterPrior
 from .priors import data_scales as data_scales
 from .priors import parameter_prior as parameter_prior
+from .screen import SCREEN_ABOVE as SCREEN_ABOVE
+from .screen import SCREEN_POINTS as SCREEN_POINTS
+from .screen import screen_window as screen_window
+from .screen import screened_posterior as screened_posterior
 from .summary import StructureTable as StructureTable
 from .summary import parameter_draws as parameter_draws
 from .summary import structure_expression as structure_expression
@@ -100,6 +105,10 @@ __all__ = [
     "mixture_predictive",
     "mixture_quantiles",
     "mixture_sample",
+    "SCREEN_ABOVE",
+    "SCREEN_POINTS",
+    "screen_window",
+    "screened_posterior",
     "DataScales",
     "ParameterPrior",
     "data_scales",

@@ -12,7 +12,9 @@ Cost: ``37 num_starts + 56 num_warm_starts`` L-BFGS fits with the default gramma
 float64), and O(C (n^3 + n^2 m)) to predict ``m`` points from ``C`` mixture
 components; twice the fits with ``transform="auto"`` on a positive series (and
 a leave-future-out score of each, O(C n^3)). This serves series of up to a few
-hundred points.
+hundred points; above ``screen_above`` (300) points the structures are screened
+on the last 64 points first and at most 8 fitted on the whole series
+(:mod:`.screen`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .predictive import (
     mixture_sample,
 )
 from .priors import data_scales, parameter_prior
+from .screen import SCREEN_ABOVE, SCREEN_POINTS, screen_window, screened_posterior
 from .summary import StructureTable, structure_inference_data, structure_table
 
 __all__ = ["fit_structure_gp", "StructureGPRegressor", "MIN_POINTS", "TRANSFORMS"]
@@ -86,7 +89,7 @@ def fit_structure_gp(
     key: jax.Array, t: ArrayLike, y: ArrayLike, *,
     terms=DEFAULT_TERMS, max_terms: int = 3, inclusion: float = 0.3,
     num_starts: int = 3, num_steps: int = 60, transform: str = "auto",
-    num_warm_starts: int = 2,
+    num_warm_starts: int = 2, screen_above: int | None = SCREEN_ABOVE,
 ) -> StructurePosterior:
     """The posterior over kernel structures and parameters of a series.
 
@@ -122,6 +125,11 @@ def fit_structure_gp(
         num_warm_starts: starts per structure of three or more terms, from the
             modes of its best sub-structures
             (:func:`~bayeskde.structure.structure_posterior`).
+        screen_above: a series of more points is fitted in two passes
+            (:mod:`~bayeskde.structure.screen`: every structure on the last
+            64 points, the transform chosen there by the leave-future-out
+            score, then the most probable structures, at most 8, on the whole
+            series); ``None``: never (the exact enumeration at any length).
 
     Returns:
         A :class:`~bayeskde.structure.StructurePosterior`.
@@ -155,27 +163,51 @@ def fit_structure_gp(
             and not isinstance(terms, str) and hasattr(terms, "__len__")
             and len(terms) > 0):
         max_terms = min(max_terms, len(terms))
+    if screen_above is not None:
+        screen_above = check_integer(screen_above, "screen_above",
+                                     minimum=SCREEN_POINTS)
     grammar = make_grammar(terms, max_terms, inclusion)
-    fits, evidence = {}, {}
+    screen = screen_above is not None and t.size > screen_above
+    window = screen_window(t) if screen else np.arange(t.size)
+    fits, evidence, problems = {}, {}, {}
     for name in candidates:
         target = np.log(y) if name == "log" else y
         scales = data_scales(t, target)
         prior = parameter_prior(grammar, scales)
         tau = (t - scales.t_min) / scales.span
         z = (target - scales.y_mean) / scales.y_sd
+        problems[name] = (tau, z, prior, scales)
+        # a long series: the first pass on the window (module screen)
         fits[name] = structure_posterior(
-            key, tau, z, grammar, prior, scales, num_starts=num_starts,
-            num_steps=num_steps, num_warm_starts=num_warm_starts)
-        evidence[name] = _transform_log_evidence(fits[name], y, name)
-    fits = {name: post._replace(transform=name) for name, post in fits.items()}
+            key, tau[window], z[window], grammar, prior, scales,
+            num_starts=num_starts, num_steps=num_steps,
+            num_warm_starts=num_warm_starts)._replace(transform=name)
+        evidence[name] = _transform_log_evidence(fits[name], y[window], name)
+    if screen:
+        lfo = ({name: lfo_log_score(post, t[window], y[window])
+                for name, post in fits.items()} if len(fits) > 1 else None)
+        best = _choose(lfo, evidence)
+        tau, z, prior, scales = problems[best]
+        post = screened_posterior(key, tau, z, grammar, prior, scales,
+                                  num_steps=num_steps, first=fits[best])
+        return post._replace(transform=best, transform_lfo=lfo,
+                             transform_log_evidence={best: _transform_log_evidence(
+                                 post, y, best)})
     if len(fits) == 1:
         (best,) = fits
         return fits[best]._replace(transform_log_evidence=evidence)
     lfo = {name: lfo_log_score(post, t, y) for name, post in fits.items()}
-    finite = {name: v for name, v in lfo.items() if np.isfinite(v)}
-    best = (max(finite, key=finite.get) if finite
-            else max(evidence, key=evidence.get))
+    best = _choose(lfo, evidence)
     return fits[best]._replace(transform_log_evidence=evidence, transform_lfo=lfo)
+
+
+def _choose(lfo, evidence) -> str:
+    """The transform of largest finite leave-future-out score, else of largest
+    evidence."""
+    finite = {name: v for name, v in (lfo or {}).items() if np.isfinite(v)}
+    if finite:
+        return max(finite, key=finite.get)
+    return max(evidence, key=evidence.get)
 
 
 class StructureGPRegressor(RegressorMixin, BaseEstimator):
@@ -192,6 +224,8 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         transform: ``"auto"``, ``"none"`` or ``"log"`` (:func:`fit_structure_gp`).
         num_warm_starts: starts per structure of three or more terms
             (:func:`fit_structure_gp`).
+        screen_above: series of more points are screened first
+            (:func:`fit_structure_gp`); ``None``: never.
         key: a ``jax.random`` key for the starts (keyword-only; ``None``: key 0).
 
     Attributes:
@@ -211,7 +245,8 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, terms=DEFAULT_TERMS, max_terms: int = 3,
                  inclusion: float = 0.3, num_starts: int = 3, num_steps: int = 60,
-                 transform: str = "auto", num_warm_starts: int = 2, *, key=None):
+                 transform: str = "auto", num_warm_starts: int = 2,
+                 screen_above: int | None = SCREEN_ABOVE, *, key=None):
         self.terms = terms
         self.max_terms = max_terms
         self.inclusion = inclusion
@@ -219,6 +254,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
         self.num_steps = num_steps
         self.transform = transform
         self.num_warm_starts = num_warm_starts
+        self.screen_above = screen_above
         self.key = key
 
     def fit(self, t: ArrayLike, y: ArrayLike):
@@ -228,7 +264,7 @@ class StructureGPRegressor(RegressorMixin, BaseEstimator):
             key, t, y, terms=self.terms, max_terms=self.max_terms,
             inclusion=self.inclusion, num_starts=self.num_starts,
             num_steps=self.num_steps, transform=self.transform,
-            num_warm_starts=self.num_warm_starts)
+            num_warm_starts=self.num_warm_starts, screen_above=self.screen_above)
         self.structure_posterior_: StructureTable = structure_table(self.posterior_)
         return self
 

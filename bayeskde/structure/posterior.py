@@ -122,6 +122,11 @@ class StructurePosterior(NamedTuple):
             score of the end of the training series in the user's units
             (:func:`~bayeskde.structure.lfo_log_score`) for every transform
             that was fitted, or ``None`` where only one was.
+        screen: where a long series was screened
+            (:func:`~bayeskde.structure.screened_posterior`), ``{"points",
+            "structures", "kept", "mass_kept"}``: the first pass's window, the
+            grammar's and the kept structures' counts and the first pass's mass
+            on those kept (``grammar`` then holds the kept ones); else ``None``.
     """
 
     grammar: Grammar
@@ -144,6 +149,7 @@ class StructurePosterior(NamedTuple):
     transform: str = "none"
     transform_log_evidence: dict | None = None
     transform_lfo: dict | None = None
+    screen: dict | None = None
 
 
 def periodogram_peaks(tau: np.ndarray, z: np.ndarray, low: float, high: float,
@@ -332,6 +338,7 @@ def structure_posterior(
     key: jax.Array, tau, z, grammar: Grammar, prior: ParameterPrior,
     scales: DataScales, *, num_starts: int = 4, num_steps: int = 100,
     batch_size: int = 1, num_warm_starts: int = 2, cold_terms: int = 2,
+    init: np.ndarray | None = None,
 ) -> StructurePosterior:
     """P(S | z) over every structure of ``grammar`` (module docstring).
 
@@ -363,6 +370,10 @@ def structure_posterior(
         num_warm_starts: warm starts per structure of more than ``cold_terms``
             terms (at most its number of terms are used).
         cold_terms: the largest structure fitted from cold starts.
+        init: ``(num_structures, num_init, num_params)`` starting points that
+            replace the cold and warm starts (every structure fitted from
+            these, in one stage; :mod:`~bayeskde.structure.screen` passes a
+            first pass's modes), or ``None``.
 
     Returns:
         A :class:`StructurePosterior`; its ``start_*`` arrays hold
@@ -378,7 +389,15 @@ def structure_posterior(
     dtype = jnp.result_type(float)
     num_structures, num_terms = grammar.masks.shape
     p = prior.loc.size
-    u0 = _starts(key, grammar, prior, tau, z, num_starts)
+    if init is None:
+        u0 = _starts(key, grammar, prior, tau, z, num_starts)
+    else:
+        u0 = np.asarray(init, np.float64)
+        if u0.shape[0] != num_structures or u0.shape[2] != p:
+            raise ValueError(f"init must have shape ({num_structures}, k, {p}), "
+                             f"got {u0.shape}")
+        num_starts = u0.shape[1]
+        cold_terms = int(grammar.masks.sum(1).max())
     layout = active_layout(grammar)
     loc_ext = np.append(prior.loc, 0.0)
     floor = noise_floor(tau.shape[0], dtype)
