@@ -9,7 +9,9 @@ Usage::
         [--num-steps 60] [--transform none]
 
 CPU seconds are the fairer number on a shared machine (wall seconds count the
-other processes' time slices too).
+other processes' time slices too). Above ``screen_above`` (300) points the fit
+screens its structures on the last 64 points first (``screen`` in the output:
+the structures kept for the whole series).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main(argv=None):
                           "cpu_seconds": round(time.process_time() - cpu, 2),
                           "wall_seconds": round(time.perf_counter() - wall, 2),
                           "structures": int(len(post.grammar.masks)),
+                          "screen": post.screen, "transform": post.transform,
                           "num_starts": args.num_starts,
                           "num_steps": args.num_steps,
                           "top": [top.expressions[0],
