@@ -42,7 +42,8 @@ import warnings
 import numpy as np
 
 SERIES = ("co2", "AirPassengers", "UKgas", "nottem", "ldeaths", "USAccDeaths",
-          "JohnsonJohnson", "austres", "lynx", "Nile", "LakeHuron", "WWWusage")
+          "JohnsonJohnson", "austres", "lynx", "Nile", "LakeHuron", "WWWusage",
+          "nhtemp")
 Z90 = 1.6448536269514722
 
 
