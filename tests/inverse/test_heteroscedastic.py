@@ -9,6 +9,7 @@ from scipy.stats import multivariate_normal
 
 from bayeskde.inverse import HeteroscedasticNoise
 from bayeskde.inverse.heteroscedastic import (
+    UNROLL_MAX_DIM,
     fit_heteroscedastic_noise,
     heteroscedastic_log_likelihood,
     noise_cholesky,
@@ -54,6 +55,40 @@ def test_likelihood_is_the_multivariate_normal(fitted):
     L = np.asarray(noise_cholesky(noise, jnp.asarray(ys, DTYPE)), float)
     assert np.all(np.triu(L, 1) == 0) and np.all(np.diagonal(L, axis1=1, axis2=2) > 0)
     want = np.array([[multivariate_normal(mean[c], L[c] @ L[c].T + var_f[c] * np.eye(2)
+                                          ).logpdf(x) for c in range(5)] for x in X])
+    assert_close(got, want, rtol=LOOSE, atol=LOOSE)
+
+
+@pytest.mark.parametrize("d", [2, 6])
+@pytest.mark.parametrize("structure", ["diagonal", "full"])
+def test_likelihood_at_any_dimension(d, structure):
+    """The same oracle for a (H) with random functions, on both sides of
+    UNROLL_MAX_DIM (unrolled factorisation below, LAPACK above) and for the
+    diagonal structure's closed form."""
+    assert 2 <= UNROLL_MAX_DIM < 6
+    rng = np.random.default_rng(4)
+    d_y, F = 3, 8
+    rows, cols = (np.tril_indices(d, -1) if structure == "full"
+                  else (np.zeros(0, int), np.zeros(0, int)))
+    Q = d + rows.size
+    omega = rng.normal(size=(d_y, F // 2))
+    n_poly = d_y + d_y * (d_y + 1) // 2
+    noise = HeteroscedasticNoise(
+        jnp.asarray(omega, DTYPE), jnp.zeros(d_y, DTYPE), jnp.ones(d_y, DTYPE),
+        jnp.asarray(rng.normal(scale=0.3, size=Q), DTYPE),
+        jnp.asarray(rng.normal(scale=0.2, size=(F + n_poly, Q)), DTYPE),
+        jnp.asarray(rows), jnp.asarray(cols), jnp.asarray(0.0, DTYPE),
+        jnp.asarray(1.0, DTYPE), jnp.asarray(1.0, DTYPE))
+    assert noise.structure == structure
+    ys = rng.uniform(-1, 1, (5, d_y))
+    mean = rng.normal(size=(5, d))
+    var_f = rng.uniform(0.0, 0.3, 5)
+    X = rng.normal(size=(4, d))
+    got = np.asarray(heteroscedastic_log_likelihood(
+        noise, jnp.asarray(ys, DTYPE), jnp.asarray(mean, DTYPE),
+        jnp.asarray(var_f, DTYPE), jnp.asarray(X, DTYPE)), float)
+    L = np.asarray(noise_cholesky(noise, jnp.asarray(ys, DTYPE)), float)
+    want = np.array([[multivariate_normal(mean[c], L[c] @ L[c].T + var_f[c] * np.eye(d)
                                           ).logpdf(x) for c in range(5)] for x in X])
     assert_close(got, want, rtol=LOOSE, atol=LOOSE)
 
