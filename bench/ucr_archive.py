@@ -232,12 +232,47 @@ DEVELOPMENT = ("ACSF1", "ArrowHead", "BasicMotions", "GunPoint", "ItalyPowerDema
                "OSULeaf", "PickupGestureWiimoteZ", "BeetleFly")
 
 
+def bayes_against_em(rows):
+    """The HMM kernel alone by variational Bayes against EM over the sets both
+    ran: on how many each is more accurate, ties, the two-sided sign test over
+    the untied sets, the mean accuracies and seconds, and on how many the
+    Bayesian kernel's training-split LOO error is the lower (issue 43, item 4)."""
+    import scipy.stats
+
+    both = [r for r in rows if isinstance(r.get("ours_lmmk_em"), dict)
+            and isinstance(r.get("ours_lmmk_bayes"), dict)]
+    if not both:
+        return {}
+    d = np.array([r["ours_lmmk_bayes"]["accuracy"] - r["ours_lmmk_em"]["accuracy"]
+                  for r in both])
+    better, worse = int(np.sum(d > 1e-12)), int(np.sum(d < -1e-12))
+    loo = [(r["ours_lmmk_bayes"]["loo_error"], r["ours_lmmk_em"]["loo_error"])
+           for r in both if "loo_error" in r["ours_lmmk_bayes"]
+           and "loo_error" in r["ours_lmmk_em"]]
+
+    def secs(m):
+        return round(sum(r[m]["fit_s"] + r[m]["predict_s"] for r in both), 1)
+
+    return {"sets": len(both), "bayes_better": better, "equal": len(both) - better
+            - worse, "em_better": worse,
+            "sign_test_p": float(scipy.stats.binomtest(better, better + worse).pvalue)
+            if better + worse else 1.0,
+            "mean_em": float(np.mean([r["ours_lmmk_em"]["accuracy"] for r in both])),
+            "mean_bayes": float(np.mean([r["ours_lmmk_bayes"]["accuracy"]
+                                         for r in both])),
+            "seconds_em": secs("ours_lmmk_em"),
+            "seconds_bayes": secs("ours_lmmk_bayes"),
+            "bayes_lower_loo_error": sum(b < e for b, e in loo),
+            "sets_with_loo_error": len(loo)}
+
+
 def summary(rows):
     pub = _published()
     done = [r for r in rows if isinstance(r.get("ours"), dict)
             and isinstance(r.get("minirocket"), dict)]
     if not done:
-        return {}
+        return {"bayes_against_em": bayes_against_em(rows)} if any(
+            isinstance(r.get("ours_lmmk_em"), dict) for r in rows) else {}
     gaps = {r["name"]: r["ours"]["accuracy"] - r["minirocket"]["accuracy"]
             for r in done}
     dtw = {r["name"]: r["ours"]["accuracy"] - float(pub[r["name"]]["dtw_full"])
@@ -264,7 +299,9 @@ def summary(rows):
                                                    if g < -0.05),
             "below_published_dtw": sorted(k for k, g in dtw.items() if g < 0),
             "time_ours_s": round(to, 1), "time_minirocket_s": round(tm, 1),
-            "time_ratio": round(to / tm, 2)}
+            "time_ratio": round(to / tm, 2),
+            **({"bayes_against_em": bayes_against_em(rows)} if any(
+                isinstance(r.get("ours_lmmk_em"), dict) for r in rows) else {})}
 
 
 def main(argv=None):
