@@ -80,9 +80,13 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     density of the GP's leave-one-out residuals has a higher leave-one-out
     log density of the training inputs given their outputs (by more than two
     standard errors); ``"gaussian"``, ``"residual"`` force one. ``fit_.noise``
-    says which was chosen and the two scores. ``sample`` draws by the grid
-    for one or two outputs and by NUTS above (its R-hat, ESS and divergences:
-    :func:`~.nuts.inverse_gp_nuts` on ``fit_``).
+    says which was chosen and the scores. ``transform`` is what the model
+    describes in place of x (:mod:`~.transform`): ``"auto"`` (default) fits
+    x and log x where every training input is positive and keeps the one of
+    higher leave-one-out density of x; ``fit_.transform`` says which.
+    ``sample`` draws by the grid for one or two outputs and above by the
+    Laplace importance sampler, with NUTS for the test inputs whose
+    effective sample size is low (:func:`~.sample.inverse_gp_sample`).
 
     Example (``X`` ``(m, d_x)``, ``Y`` ``(m, d_y)``, ``X_new`` ``(n, d_x)``)::
 
@@ -95,7 +99,8 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
                  method="quadrature",
                  approx="auto", rank=None, num_warmup=500, num_samples=500,
                  num_chains=4, mode="average", num_draws=100, n_grid=None,
-                 noisy_inputs=True, progress_bar=False, noise="auto"):
+                 noisy_inputs=True, progress_bar=False, noise="auto",
+                 transform="auto"):
         self.prior = prior
         self.key = key
         self.output_prior = output_prior
@@ -111,6 +116,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self.noisy_inputs = noisy_inputs
         self.progress_bar = progress_bar
         self.noise = noise
+        self.transform = transform
 
     def fit(self, X, Y):
         if Y is None:
@@ -123,7 +129,8 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
             key, X, Y, self.prior, method=self.method, approx=self.approx,
             rank=self.rank, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
-            progress_bar=self.progress_bar, noise=self.noise)
+            progress_bar=self.progress_bar, noise=self.noise,
+            transform=self.transform)
         self.n_outputs_ = self.fit_.data.Y.shape[1]
         self.n_features_in_ = self.fit_.data.X.shape[1]
         return self

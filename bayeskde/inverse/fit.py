@@ -30,12 +30,20 @@ from .noise import (
     ForwardNoise,
     choose_forward_noise,
     gaussian_loo_log_density,
+    model_average_loo,
     training_basis,
 )
 from .quadrature import QuadratureReport, quadrature_posterior
 from .rank import RankReport, prepare_for_fit
 from .replicates import replicates
 from .svi import SVIReport, svi_posterior
+from .transform import (
+    InputTransform,
+    all_positive,
+    apply_transform,
+    check_transform,
+    transform_score,
+)
 
 __all__ = [
     "METHODS",
@@ -80,6 +88,8 @@ class InverseGPFit(NamedTuple):
             exact).
         noise: the :class:`~.noise.ForwardNoise` the predictive uses.
         method: the posterior algorithm that ran.
+        transform: the :class:`~.transform.InputTransform` applied to x
+            (``data`` holds t(x)).
     """
 
     idata: object
@@ -94,6 +104,7 @@ class InverseGPFit(NamedTuple):
     rank: RankReport | None = None
     noise: ForwardNoise | None = None
     method: str = "quadrature"
+    transform: InputTransform = InputTransform()
 
 
 def _by_nuts(key, data, prior, s):
@@ -190,7 +201,7 @@ def fit_inverse_gp(
     num_warmup: int = 500, num_samples: int = 500,
     num_chains: int = 4, progress_bar: bool = True,
     posterior_predictive: bool = True, num_replicates: int = 100,
-    num_steps: int = 2000, noise: str = "auto",
+    num_steps: int = 2000, noise: str = "auto", transform: str = "auto",
     log_likelihood: bool | None = None,
 ) -> InverseGPFit:
     """Posterior of the forward GP (F) of :mod:`bayeskde.inverse`.
@@ -228,6 +239,13 @@ def fit_inverse_gp(
             higher leave-one-out log density of x given y on the training
             data), ``"gaussian"`` or ``"residual"``; ``fit.noise`` says which
             and why.
+        transform: what the model describes in place of x
+            (:mod:`~bayeskde.inverse.transform`): ``"auto"`` (where every
+            training x is positive, x and log x are both fitted and the one of
+            higher mean leave-one-out density of x, Jacobian included, is
+            kept; x elsewhere), ``"none"`` or ``"log"``. ``fit.transform``
+            says which and why; every predictive function applies it to the
+            test inputs.
         log_likelihood: write the ``log_likelihood`` group
             (:func:`pointwise_loo`; ``None``: where its work, draws x m x
             kept eigenpairs x d_x, is below :data:`LOG_LIKELIHOOD_MAX_WORK`).
@@ -247,6 +265,25 @@ def fit_inverse_gp(
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not isinstance(noise, str) or noise not in NOISE:
         raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
+    requested = check_transform(transform)
+    if transform == "auto":
+        if not all_positive(X):
+            transform = "none"
+        else:
+            kw = dict(prior=prior, method=method, approx=approx, rank=rank,
+                      num_warmup=num_warmup, num_samples=num_samples,
+                      num_chains=num_chains, progress_bar=progress_bar,
+                      posterior_predictive=posterior_predictive,
+                      num_replicates=num_replicates, num_steps=num_steps,
+                      noise=noise, log_likelihood=log_likelihood)
+            fits = {t: fit_inverse_gp(key, X, Y, transform=t, **kw)
+                    for t in ("none", "log")}
+            scores = {t: f.transform.scores[t] for t, f in fits.items()}
+            best = max(scores, key=scores.get)
+            return fits[best]._replace(
+                transform=InputTransform(best, requested, scores),
+                runtime_s=sum(f.runtime_s for f in fits.values()))
+    X_in, X = X, apply_transform(transform, X)
     settings = {
         "num_warmup": check_integer(num_warmup, "num_warmup", minimum=1),
         "num_samples": check_integer(num_samples, "num_samples", minimum=1),
@@ -308,5 +345,10 @@ def fit_inverse_gp(
     fit = InverseGPFit(idata, pair_posterior, map_params, report, runtime, data,
                        prior, memo, "exact" if data.lowrank is None else "lowrank",
                        rank_report, None, method)
-    fit = fit._replace(noise=choose_forward_noise(fit, noise))
+    fwd = choose_forward_noise(fit, noise)
+    if fwd.kind == "gaussian" and fwd.loo_gaussian is None:
+        fwd = fwd._replace(loo_gaussian=float(np.mean(model_average_loo(fit))))
+    score = transform_score(transform, fwd, X_in)
+    fit = fit._replace(noise=fwd, transform=InputTransform(
+        transform, requested, {transform: score}))
     return fit._replace(runtime_s=time.perf_counter() - t0)

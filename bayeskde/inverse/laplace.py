@@ -287,9 +287,12 @@ def laplace_importance(key, mix, prior, Y, X_train, X_test, test_noise, *,
     logdet = np.where(ok, logdet, -d * np.log(float(lam_min))).reshape(n, K)
     lap = -e1 + 0.5 * logdet
     lap = np.where(np.isfinite(lap), lap, -np.inf)
-    soft = np.exp(lap - np.max(lap, axis=1, keepdims=True))
-    soft /= soft.sum(1, keepdims=True)
-    log_pi = np.log(0.5 * np.nan_to_num(soft) + 0.5 / K)
+    # rows where no optimum has a finite energy get even masses
+    top = np.max(lap, axis=1, keepdims=True)
+    soft = np.exp(lap - np.where(np.isfinite(top), top, 0.0))
+    total = soft.sum(1, keepdims=True)
+    soft = np.where(total > 0, soft / np.where(total > 0, total, 1.0), 0.0)
+    log_pi = np.log(0.5 * soft + 0.5 / K)
     terms = dense_terms(mix)
     args = [pad_rows(a, _ROWS) for a in (z1, chol, logdet, log_pi, X_test)]
     keys = jax.random.split(key, args[0].shape[0] // _ROWS)

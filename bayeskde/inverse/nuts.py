@@ -29,7 +29,7 @@ from .output_prior import (
     sample_prior,
     support_transform,
 )
-from .predictive import InverseGPPredictive, check_fit, check_test_inputs
+from .predictive import InverseGPPredictive, check_fit, model_inputs
 
 __all__ = ["NUTSReport", "HMC_TRAJECTORY", "inverse_gp_nuts"]
 
@@ -150,7 +150,7 @@ def _chains(key, fit, X_test, num_chains, mode, num_draws, output_prior,
             noisy_inputs, margin, mode_radius, predictive, spectrum_tol):
     spectrum_tol = check_nonnegative(spectrum_tol, "spectrum_tol")
     data = check_fit(fit, "inverse_gp_nuts").data
-    X_test = check_test_inputs(X_test, data.X.shape[1])
+    X_test = model_inputs(fit, X_test)
     Y = np.asarray(data.Y, float)
     n, d = X_test.shape[0], Y.shape[1]
     if predictive is not None:

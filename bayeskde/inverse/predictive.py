@@ -78,6 +78,7 @@ from .mixture import (
     mixture_log_likelihood_each,
 )
 from .output_prior import OutputPrior, log_prior, resolve_output_prior, scott_bandwidth
+from .transform import apply_transform, log_jacobian
 
 __all__ = [
     "DEFAULT_GRID",
@@ -86,6 +87,7 @@ __all__ = [
     "predictive_log_density",
     "check_fit",
     "check_test_inputs",
+    "model_inputs",
 ]
 
 #: Default grid cells per output dimension (d_y = 1, 2): 512 and 100 x 100.
@@ -109,8 +111,11 @@ class InverseGPPredictive(NamedTuple):
         prior: the resolved :class:`OutputPrior`.
         noisy_inputs: as given.
         log_normalizer: ``(n_test,)`` log of int p(x* | y, D) p(y) dy (the
-            grid's midpoint rule, or the importance estimate): subtracted from
+            grid's midpoint rule, or the importance estimate; the density of
+            x* itself, the transform's Jacobian included): subtracted from
             :func:`predictive_log_density` it gives the normalised density.
+        transform: the fit's transform of x (:mod:`~.transform`), applied to
+            the test inputs by :func:`predictive_log_density`.
     """
 
     support: np.ndarray
@@ -125,6 +130,7 @@ class InverseGPPredictive(NamedTuple):
     prior: OutputPrior | None = None
     noisy_inputs: bool = True
     log_normalizer: np.ndarray | None = None
+    transform: str = "none"
 
 
 def _grid(low, high, per):
@@ -158,6 +164,14 @@ def check_test_inputs(X_test, d_x: int) -> np.ndarray:
     if X_test.shape[0] == 0:
         raise ValueError("X_test is empty")
     return X_test
+
+
+def model_inputs(fit, X_test) -> np.ndarray:
+    """The test inputs as the fit's model sees them: validated
+    (:func:`check_test_inputs`), then the fit's transform t(x)
+    (:mod:`~.transform`) applied."""
+    X_test = check_test_inputs(X_test, fit.data.X.shape[1])
+    return apply_transform(fit.transform.kind, X_test, "X_test")
 
 
 def inverse_gp_predictive(
@@ -222,7 +236,8 @@ def inverse_gp_predictive(
     if margin is None or not np.isfinite(margin) or margin < 0:
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
     data = check_fit(fit, "inverse_gp_predictive").data
-    X_test = check_test_inputs(X_test, data.X.shape[1])
+    X_raw = check_test_inputs(X_test, data.X.shape[1])
+    X_test = model_inputs(fit, X_raw)
     Y = np.asarray(data.Y, float)
     d = Y.shape[1]
     sampler = ("grid" if d <= 2 else "laplace") if sampler == "auto" else sampler
@@ -285,9 +300,11 @@ def inverse_gp_predictive(
     if refine:
         modes = refine_modes(mix, prior, X_test, modes, tn, mode_radius)
     ess = 1.0 / np.sum(np.exp(2 * lp), axis=1)
+    kind = fit.transform.kind
     return InverseGPPredictive(support, lp, modes, masses, cell, sampler, ess,
                                shape, mix, prior, bool(noisy_inputs),
-                               np.asarray(log_z, float))
+                               np.asarray(log_z, float) + log_jacobian(kind, X_raw),
+                               kind)
 
 
 def predictive_log_density(predictive: InverseGPPredictive, Y_eval, X_test, *,
@@ -304,14 +321,16 @@ def predictive_log_density(predictive: InverseGPPredictive, Y_eval, X_test, *,
     mix, prior = predictive.mixture, predictive.prior
     dt = mix.Y.dtype
     Ye = jnp.asarray(as_float_array(Y_eval, "Y_eval", ndim=3), dt)
-    Xt = jnp.asarray(as_float_array(X_test, "X_test", ndim=2), dt)
+    X_raw = np.asarray(as_float_array(X_test, "X_test", ndim=2), np.float64)
+    Xt = jnp.asarray(apply_transform(predictive.transform, X_raw, "X_test"), dt)
     if Ye.shape[0] != Xt.shape[0] or Ye.shape[2] != mix.Y.shape[1]:
         raise ValueError(f"Y_eval must have shape (n_test, n_e, {mix.Y.shape[1]}) "
                          f"with n_test = {Xt.shape[0]}, got {Ye.shape}")
     tn = jnp.asarray(float(predictive.noisy_inputs), dt)
     ll = mixture_log_likelihood_each(mix, Ye, Xt, tn)
     lp = jax.vmap(lambda y: log_prior(prior.kind, prior.params, y))(Ye)
-    out = np.asarray(ll + lp, float)
+    out = (np.asarray(ll + lp, float)
+           + log_jacobian(predictive.transform, X_raw)[:, None])
     if normalized:
         out = out - np.asarray(predictive.log_normalizer, float)[:, None]
     return out

@@ -24,6 +24,7 @@ from .predictive import (
     check_fit,
     check_test_inputs,
     inverse_gp_predictive,
+    model_inputs,
 )
 from .smc import inverse_gp_smc
 
@@ -255,7 +256,8 @@ def inverse_gp_sample(
     if predictive.sampler == "grid":
         d = predictive.support.shape[1]
         if subdivide > 1:
-            cand, lp, width = _refined_grid(predictive, X_test, subdivide)
+            cand, lp, width = _refined_grid(predictive, model_inputs(fit, X_test),
+                                            subdivide)
         else:
             cand = np.broadcast_to(np.asarray(predictive.support, float),
                                    (n,) + predictive.support.shape)

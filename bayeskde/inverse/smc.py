@@ -59,7 +59,7 @@ from .output_prior import (
     sample_prior,
     support_transform,
 )
-from .predictive import InverseGPPredictive, check_fit, check_test_inputs
+from .predictive import InverseGPPredictive, check_fit, model_inputs
 
 __all__ = ["SMCReport", "SMC_BLOCK", "TARGET_ACCEPT", "MOVE_CAP", "inverse_gp_smc"]
 
@@ -379,7 +379,7 @@ def inverse_gp_smc(
     if not 0.0 < target_ess < 1.0:
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess}")
     data = check_fit(fit, "inverse_gp_smc").data
-    X_test = check_test_inputs(X_test, data.X.shape[1])
+    X_test = model_inputs(fit, X_test)
     if not np.all(np.isfinite(X_test)):
         raise ValueError("X_test must be finite (no NaN or inf)")
     n = X_test.shape[0]
