@@ -179,7 +179,8 @@ def _npe(task, pairs, x_o, num_samples, seed):
 
 
 def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
-        output_prior="distribution", npe=False, noise="auto", sampler="auto"):
+        output_prior="distribution", npe=False, noise="auto", sampler="auto",
+        transform="auto"):
     from bayeskde import InverseGPRegressor
     from bayeskde.datasets import make_sbi_pairs, reference_posterior, sbi_task
     from bayeskde.inverse import inverse_gp_nuts
@@ -188,7 +189,7 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     task = sbi_task(name)
     pairs = make_sbi_pairs(jax.random.key(seed), task, budget)
     prior = task.prior if output_prior == "distribution" else (task.low, task.high)
-    reg = InverseGPRegressor(output_prior=prior, noise=noise)
+    reg = InverseGPRegressor(output_prior=prior, noise=noise, transform=transform)
     t0, c0 = time.perf_counter(), time.process_time()
     reg.fit(pairs.x, pairs.theta)
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -248,6 +249,9 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
              "structure": (None if nz.heteroscedastic is None
                            else nz.heteroscedastic.structure),
              "map_pair_mass": round(float(np.max(reg.fit_.pair_posterior)), 4)}
+    tr = reg.fit_.transform
+    transform = {"kind": tr.kind, "scores": {k: round(float(v), 4)
+                                             for k, v in (tr.scores or {}).items()}}
     nuts = None if srep is None else {
         "rhat_max": round(float(np.nanmax(srep.rhat)), 4),
         "ess_bulk_min": round(float(np.min(srep.ess)), 1),
@@ -266,7 +270,8 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
         "c2st_s": round(c2st_s, 1),
         "method": reg.method, "approx": getattr(reg.fit_, "approx", None),
         "fit_report": {"kind": type(rep).__name__, **report},
-        "noise": noise, "sampler": sampler, "nuts": nuts, "npe_sbi": npe_row,
+        "noise": noise, "transform": transform, "sampler": sampler, "nuts": nuts,
+        "npe_sbi": npe_row,
         "distinct_draws_obs1": int(len(np.unique(draws[0], axis=0))),
         "output_prior": output_prior, "seed": seed,
         "precision": "float64" if jax.config.jax_enable_x64 else "float32",
@@ -327,6 +332,9 @@ def main(argv=None):
     p.add_argument("--noise", default="auto",
                    choices=["auto", "gaussian", "residual", "heteroscedastic"],
                    help="the forward noise (default: chosen by leave-one-out)")
+    p.add_argument("--transform", default="auto", choices=["auto", "none", "log"],
+                   help="what the model describes in place of x (default: x or "
+                        "log x, chosen by leave-one-out)")
     p.add_argument("--npe", action="store_true",
                    help="also train sbi's NPE on the same simulations and score "
                         "it (needs the bench-sbi extra: sbi, CPU torch)")
@@ -345,7 +353,8 @@ def main(argv=None):
     for budget in args.budgets:
         for name in args.tasks:
             row = run(name, budget, obs, n, source, args.seed, args.out,
-                      args.output_prior, args.npe, args.noise, args.sampler)
+                      args.output_prior, args.npe, args.noise, args.sampler,
+                      args.transform)
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.out:

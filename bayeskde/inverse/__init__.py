@@ -71,6 +71,8 @@ from .smc import inverse_gp_smc as inverse_gp_smc
 from .svi import SVIPosterior as SVIPosterior
 from .svi import SVIReport as SVIReport
 from .svi import svi_posterior as svi_posterior
+from .transform import TRANSFORMS as TRANSFORMS
+from .transform import InputTransform as InputTransform
 
 __all__ = [
     "InverseGPRegressor",
@@ -91,6 +93,8 @@ __all__ = [
     "choose_forward_noise",
     "ResidualNoise",
     "HeteroscedasticNoise",
+    "InputTransform",
+    "TRANSFORMS",
     "RankReport",
     "QuadratureReport",
     "QuadraturePosterior",

@@ -71,9 +71,10 @@ def check_transform(transform) -> str:
     return transform
 
 
-def apply_transform(kind: str, X, name: str = "X") -> np.ndarray:
-    """t(X) of (T) for ``kind`` ``"none"`` or ``"log"``; the log needs every
-    entry positive (a ValueError names the array otherwise)."""
+def apply_transform(kind: str, X, name: str = "X"):
+    """t(X) of (T) for ``kind`` ``"none"`` (``X`` itself, as given: the
+    fit's own checks follow) or ``"log"`` (a float64 array; every entry must
+    be finite and positive, a ValueError names the array otherwise)."""
     if kind == "none":
         return X
     if kind != "log":
