@@ -19,6 +19,10 @@ that no choice made from the training split can see).
 ``0..K-1`` (ours' ``key``, MiniRocket's ``random_state``): how far a fixed-split
 accuracy moves with the method's own random draws.
 
+``--shift`` instead measures how far the fixed split's test series differ
+from its training series, against resamples: the cross-validated AUC of a
+classifier that separates the two parts (no class labels).
+
 Run (bench environment, one set per process):
 ``python bench/ucr_resamples.py --dataset Beef --resamples 10``. Prints one
 JSON line: per method, the accuracy on each split, their mean and standard
@@ -87,6 +91,51 @@ def fixed_split_keys(name, methods, n_keys):
     return out
 
 
+def split_shift(name, n_resamples, n_features=2000):
+    """How distinguishable a split's test series are from its training series:
+    the cross-validated AUC of a classifier told to separate them (a classifier
+    two-sample test, Lopez-Paz and Oquab 2017), on the fixed split and on
+    ``n_resamples`` stratified resamples of the same sizes. The features are the
+    window mean embedding of the series (``bayeskde.kernels.windows``), its
+    bias levels drawn from all series pooled; no class label is used. An AUC
+    near 0.5 means the two parts look alike; well above it on the fixed split
+    and not on the resamples means the fixed split's test series differ."""
+    import jax
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from bayeskde.kernels.sequence import pad_series
+    from bayeskde.kernels.windows import fit_window_map, window_mean_embedding
+
+    Xtr, ytr = load(name, "train")
+    Xte, yte = load(name, "test")
+    X, y = Xtr + Xte, np.concatenate([ytr, yte])
+    P, lengths = pad_series(X)
+    wmap = fit_window_map(jax.random.key(0), P, lengths, n_features=n_features)
+    F = np.asarray(window_mean_embedding(P, lengths, wmap), np.float64)
+    n_train, aucs = len(Xtr), []
+    for r in range(n_resamples + 1):
+        if r == 0:
+            tr = np.arange(n_train)
+        else:
+            tr, _ = train_test_split(np.arange(len(X)), train_size=n_train,
+                                     stratify=y, random_state=r)
+        part = np.zeros(len(X), int)
+        part[tr] = 1
+        clf = make_pipeline(StandardScaler(), LogisticRegression(C=0.01,
+                                                                 max_iter=2000))
+        cv = StratifiedKFold(5, shuffle=True, random_state=r)
+        score = cross_val_predict(clf, F, part, cv=cv, method="decision_function")
+        aucs.append(float(roc_auc_score(part, score)))
+        print(f"{name} split {r} train-vs-test AUC {aucs[-1]:.3f}", file=sys.stderr,
+              flush=True)
+    return {"fixed_auc": aucs[0], "resample_aucs": aucs[1:],
+            "resample_mean_auc": float(np.mean(aucs[1:])) if n_resamples else None}
+
+
 def resample(name, methods, n_resamples):
     Xtr, ytr = load(name, "train")
     Xte, yte = load(name, "test")
@@ -130,6 +179,9 @@ def main(argv=None):
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--methods", nargs="+", default=["ours", "minirocket", "dtw"],
                     choices=["ours", "minirocket", "dtw"])
+    ap.add_argument("--shift", action="store_true",
+                    help="instead: the train-vs-test classifier AUC of the fixed "
+                         "split and of the resamples (no class labels)")
     ap.add_argument("--keys", type=int, default=0,
                     help="instead: the fixed split under this many keys")
     ap.add_argument("--jax-cache", metavar="DIR", default=None)
@@ -139,6 +191,11 @@ def main(argv=None):
         from bayeskde.cache import enable_compilation_cache
 
         enable_compilation_cache(args.jax_cache)
+    if args.shift:
+        print(json.dumps({"bench": "ucr_split_shift", "dataset": args.dataset,
+                          "resamples": args.resamples,
+                          "results": split_shift(args.dataset, args.resamples)}))
+        return
     if args.keys:
         print(json.dumps({"bench": "ucr_fixed_split_keys", "dataset": args.dataset,
                           "keys": args.keys, "results": fixed_split_keys(
