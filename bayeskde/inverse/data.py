@@ -44,9 +44,7 @@ from .kernel import (
     grid_spectra,
     kept_eigenvalues,
     median_rate,
-    output_scale,
     pair_eigensystem,
-    scaled_outputs,
     transform_weights,
 )
 
@@ -107,9 +105,6 @@ class InverseGPData(NamedTuple):
     exact spectra, else the
     :class:`~bayeskde.inverse.LowRankBasis` whose feature
     map gave the same fields (:mod:`~bayeskde.inverse.lowrank`).
-    ``y_scale`` ``(d_y,)``: the kernel's per-output length-scale factors
-    (:func:`~.kernel.output_scale`; its Grams are of ``Y / y_scale``, the
-    low-rank basis lives in those coordinates; ``None``: ones).
     """
 
     Y: Float[Array, "m d_y"]
@@ -125,7 +120,6 @@ class InverseGPData(NamedTuple):
     log_pair_prior: Float[Array, "n_gamma n_deg"]
     x_scale: float
     lowrank: object = None
-    y_scale: Float[Array, " d_y"] | None = None
 
 
 def as_2d(a, name):
@@ -260,10 +254,7 @@ def prepare_inverse_gp_data(
     # eigenvalues down to the noise level s^2 / a^2 (1e-4 on the arm), far below
     # float32's resolution m eps lambda_max (1e-2 there), and float32 spectra
     # moved the arm's posterior to another kernel.
-    # the kernel's coordinates: each output over its spread (output_scale)
-    y_scale = output_scale(Y)
-    Y64 = np.asarray(Y, np.float64) / y_scale
-    X64 = np.asarray(Xc, np.float64)
+    Y64, X64 = np.asarray(Y, np.float64), np.asarray(Xc, np.float64)
     sub = Y64[np.unique(np.linspace(0, m - 1, min(m, MEDIAN_ROWS)).round()
                         .astype(int))]
     with jax.enable_x64(True):
@@ -307,7 +298,7 @@ def prepare_inverse_gp_data(
         jnp.asarray((m - n_kept).reshape(shape), dt),
         jnp.asarray(q_rest.reshape(shape), dt),
         logits - logsumexp(logits), float(np.log(np.mean(np.asarray(Xc) ** 2))),
-        basis, jnp.asarray(y_scale, dt))
+        basis)
 
 
 def check_prior(prior: InverseGPPrior) -> None:
@@ -376,7 +367,6 @@ def pair_spectrum(data: InverseGPData, g: int, d: int,
             return lowrank.lowrank_pair_spectrum(
                 data.lowrank, np.asarray(data.alpha, np.float64),
                 np.asarray(data.gammas, np.float64), g, d)
-        return pair_eigensystem(scaled_outputs(data.Y, data.y_scale), data.X,
-                                data.alpha[g, d], data.gammas[g])
+        return pair_eigensystem(data.Y, data.X, data.alpha[g, d], data.gammas[g])
 
     return compute() if memo is None else memo.get((g, d), compute)

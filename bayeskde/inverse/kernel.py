@@ -44,8 +44,6 @@ __all__ = [
     "rbf_powers",
     "transform_weights",
     "median_rate",
-    "output_scale",
-    "scaled_outputs",
     "kept_eigenvalues",
     "transform_gram",
     "grid_spectra",
@@ -81,28 +79,6 @@ def transform_weights(
     w = jnp.maximum(C, 0.0)[None, :] * mask
     tiny = jnp.finfo(C.dtype).tiny
     return w / jnp.maximum(jnp.sum(w, axis=1, keepdims=True), tiny)
-
-
-def output_scale(Y) -> np.ndarray:
-    """Per-output length-scale factors s ``(d_y,)`` of the kernel's RBF,
-    exp(-gamma sum_j (y_j - y'_j)^2 / s_j^2): each output's standard
-    deviation over the training outputs divided by their geometric mean (1
-    for one output, for equal spreads, and for a constant output). One rate
-    gamma then serves outputs of different units: sbibm's lotka_volterra has
-    parameters of spread 0.5 and 0.03, whose isotropic RBF at the median rate
-    is flat in the small ones."""
-    sd = np.std(np.asarray(Y, np.float64), axis=0)
-    sd = np.where(sd > 0, sd, np.nan)
-    if np.all(np.isnan(sd)):
-        return np.ones(sd.shape)
-    geo = np.exp(np.nanmean(np.log(sd)))
-    return np.where(np.isnan(sd), 1.0, sd / geo)
-
-
-def scaled_outputs(Y, y_scale):
-    """``Y / y_scale`` (the kernel's coordinates, :func:`output_scale`);
-    ``Y`` itself where ``y_scale`` is ``None``."""
-    return Y if y_scale is None else Y / y_scale[None]
 
 
 def median_rate(D2: np.ndarray) -> float:

@@ -82,7 +82,6 @@ from .kernel import (
     kept_eigenvalues,
     rbf_powers,
     rbf_spectral_density,
-    scaled_outputs,
     transform_spectral_density,
 )
 
@@ -446,7 +445,6 @@ def feature_projections(mix, outputs: Float[Array, "n_c d_y"]) -> Array:
     (computed once); the Nystroem power kernels depend on the pair's rate.
     Cost O(n_c P R r), independent of m."""
     basis = mix.basis
-    outputs = scaled_outputs(outputs, mix.y_scale)  # the basis's coordinates
     if basis.kind == "hsgp":
         F = _raw_features(basis, None, None, None, outputs)
         return jnp.einsum("nj,pjr->pnr", F, mix.U)

@@ -40,7 +40,7 @@ from .._validation import check_integer
 from ..kernels import squared_distances
 from .data import InverseGPData, Memo, pair_spectrum
 from .heteroscedastic import HeteroscedasticNoise, heteroscedastic_log_likelihood
-from .kernel import rbf_powers, scaled_outputs
+from .kernel import rbf_powers
 from .lowrank import feature_projections
 from .residual import ResidualNoise, residual_log_likelihood
 
@@ -87,11 +87,6 @@ class InverseGPMixture(NamedTuple):
     (H) of :mod:`.heteroscedastic`; the predictive builds either with one
     component, the MAP. Test inputs without noise (``test_noise`` 0) keep
     N(mu, var_f I) whatever the noise.
-
-    ``Y`` holds the kernel's anchors in its coordinates, ``Y / y_scale``
-    (:func:`~.kernel.output_scale`): the training outputs, or the low-rank
-    map's anchors below; :func:`projections` divides the outputs it is given
-    by ``y_scale`` (``None``: ones).
     """
 
     Y: Float[Array, "m d_y"]
@@ -107,7 +102,6 @@ class InverseGPMixture(NamedTuple):
     x_mean: Float[Array, " d_x"]
     basis: object = None
     noise_model: object = None
-    y_scale: Float[Array, " d_y"] | None = None
 
 
 #: The predictive's noise floor in units of the working precision's epsilon
@@ -205,18 +199,14 @@ def inverse_gp_mixture(
     floor = noise_floor(amp_c, lam[comp_pair].max(axis=1), dt)
     noise_c = np.maximum(noise_c, floor)
     basis = data.lowrank
-    # the anchors in the kernel's coordinates (Y / y_scale; the low-rank
-    # basis was built in them)
-    anchors = (scaled_outputs(data.Y, data.y_scale) if basis is None
-               else basis.centres if basis.kind == "nystroem"
+    anchors = (data.Y if basis is None else basis.centres if basis.kind == "nystroem"
                else np.full((1, data.Y.shape[1]), basis.box_centre))
     return InverseGPMixture(
         jnp.asarray(anchors, dt), jnp.asarray(U, dt), jnp.asarray(lam, dt),
         jnp.asarray(proj, dt), jnp.asarray(alpha, dt), jnp.asarray(gamma, dt),
         jnp.asarray(comp_pair),
         jnp.asarray(amp_c, dt), jnp.asarray(noise_c, dt),
-        jnp.asarray(np.log(weight), dt), data.x_mean, basis, None,
-        None if data.y_scale is None else jnp.asarray(data.y_scale, dt))
+        jnp.asarray(np.log(weight), dt), data.x_mean, basis)
 
 
 def projections(mix: InverseGPMixture, outputs: Float[Array, "n_c d_y"]
@@ -225,7 +215,7 @@ def projections(mix: InverseGPMixture, outputs: Float[Array, "n_c d_y"]
     for a low-rank fit, :func:`~.lowrank.feature_projections`)."""
     if mix.basis is not None:
         return feature_projections(mix, outputs)
-    d2 = squared_distances(scaled_outputs(outputs, mix.y_scale), mix.Y)  # (n_c, m)
+    d2 = squared_distances(outputs, mix.Y)  # (n_c, m)
     D = mix.alpha.shape[1]
 
     def per_pair(pair):

@@ -30,7 +30,6 @@ from jaxtyping import Float
 
 from .._typing import ArrayLike
 from .data import InverseGPData, Memo, pair_spectrum
-from .kernel import scaled_outputs
 from .lowrank import apply_features_rows
 
 __all__ = [
@@ -156,7 +155,7 @@ def lowrank_replicates(
         f += apply_features_rows(
             basis, anchors, jnp.asarray(gammas[g], dt), D,
             jnp.asarray(C.reshape(*R_shape, n * d_x), dt),
-            np.asarray(scaled_outputs(data.Y, data.y_scale), dt)).reshape(m, n, d_x)
+            np.asarray(data.Y, dt)).reshape(m, n, d_x)
     x = (np.transpose(f, (1, 0, 2)) + replicate_noise(k_e, noise, m, d_x)
          + np.asarray(data.x_mean, np.float64))
     return x.astype(dt), pairs

@@ -4,16 +4,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskde.inverse import InverseGPPrior, fit_inverse_gp, inverse_gp_predictive
 from bayeskde.inverse.kernel import (
     kept_eigenvalues,
     median_rate,
-    output_scale,
     pair_eigensystem,
     transform_gram,
     transform_weights,
 )
-from tests.helpers import LOOSE, assert_close
+from tests.helpers import assert_close
 
 
 def _numpy_gram(A, B, gamma, alpha):
@@ -63,33 +61,3 @@ def test_pair_eigensystem_keeps_the_resolved_spectrum(rng):
         lam32, _, _ = pair_eigensystem(np.float32(Y), np.float32(X),
                                        jnp.asarray(alpha, jnp.float32), 5.0)
     assert lam32.dtype == np.float64
-
-
-def test_output_scale_is_each_spread_over_their_geometric_mean(rng):
-    Y = rng.normal(size=(200, 3)) * np.array([0.03, 1.0, 5.0])
-    sd = Y.std(0)
-    assert_close(output_scale(Y), sd / np.exp(np.log(sd).mean()))
-    assert_close(output_scale(Y[:, :1]), [1.0])
-    Yc = np.column_stack([Y[:, 0], np.ones(200)])  # a constant output keeps 1
-    assert_close(output_scale(Yc), [1.0, 1.0])
-
-
-def test_the_model_does_not_see_the_outputs_units():
-    """Multiplying one output by 40 multiplies that axis of the predictive
-    and leaves its probabilities unchanged: the per-output length scales
-    (output_scale) make the kernel blind to units, where an isotropic RBF at
-    the median rate would see only the wide output."""
-    rng = np.random.default_rng(0)
-    th = rng.uniform(-1, 1, (60, 2))
-    x = np.stack([np.sin(2 * th[:, 0]) + th[:, 1], th[:, 0] * th[:, 1]], 1)
-    x = x + 0.05 * rng.normal(size=x.shape)
-    c = np.array([1.0, 40.0])
-    prior = InverseGPPrior(max_degree=2, n_gamma=6)
-    kw = dict(method="quadrature", num_samples=40, progress_bar=False,
-              num_replicates=2, noise="gaussian")
-    fits = [fit_inverse_gp(jax.random.key(0), x, th * s, prior, **kw) for s in (1.0, c)]
-    xt = x[:4] + 0.01
-    p1, p2 = (inverse_gp_predictive(f, xt, n_grid=20) for f in fits)
-    assert_close(fits[0].pair_posterior, fits[1].pair_posterior, rtol=LOOSE, atol=LOOSE)
-    assert_close(p2.support, p1.support * c, rtol=LOOSE, atol=LOOSE)
-    assert_close(p1.log_probs, p2.log_probs, rtol=LOOSE, atol=LOOSE)

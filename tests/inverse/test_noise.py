@@ -55,10 +55,9 @@ def _dense_map_gp(fit):
     g, d = mp["pair_index"]
     Y, X = np.asarray(data.Y, float), np.asarray(data.X, float)
     alpha, gamma = np.asarray(data.alpha[g, d], float), float(data.gammas[g])
-    scale = np.asarray(data.y_scale, float)  # the kernel's per-output factors
 
     def k(A, B):
-        d2 = (((A[:, None] - B[None]) / scale) ** 2).sum(-1)
+        d2 = ((A[:, None] - B[None]) ** 2).sum(-1)
         return sum(w * np.exp(-(i + 1) * gamma * d2) for i, w in enumerate(alpha))
 
     a, s2 = mp["amplitude"], mp["noise"]
