@@ -103,8 +103,8 @@ def fit_structure_gp(
     Jacobian of the log; Box and Cox 1964's choice by likelihood) is in
     ``transform_log_evidence`` and decides only where no LFO score is finite:
     the evidence scores one-step-ahead predictions and preferred ``log y`` on
-    Mauna Loa and UKgas, whose ``y`` fits forecast better (``docs/
-    structure.md``). On the log scale the forecast is a mixture of
+    Mauna Loa and UKgas, whose ``y`` fits forecast better
+    (``docs/structure.md``). On the log scale the forecast is a mixture of
     log-normals.
 
     Args:
