@@ -102,10 +102,10 @@ def fit_structure_gp(
     ``transform_lfo``. The evidence ``p(y | transform)`` of each (with the
     Jacobian of the log; Box and Cox 1964's choice by likelihood) is in
     ``transform_log_evidence`` and decides only where no LFO score is finite:
-    the evidence scores one-step-ahead predictions and preferred ``log y`` on
-    Mauna Loa and UKgas, whose ``y`` fits forecast better
-    (``docs/structure.md``). On the log scale the forecast is a mixture of
-    log-normals.
+    the evidence scores one-step-ahead predictions, the forecast extrapolates
+    many steps. On twelve benchmark series the LFO score picked the transform
+    that forecast better on 8, the evidence on 7 (``docs/structure.md``). On
+    the log scale the forecast is a mixture of log-normals.
 
     Args:
         key: a ``jax.random`` key (the optimiser's random starts).
