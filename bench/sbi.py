@@ -189,7 +189,8 @@ def run(name, budget, obs_ids, num_samples, source, seed, out_dir,
     task = sbi_task(name)
     pairs = make_sbi_pairs(jax.random.key(seed), task, budget)
     prior = task.prior if output_prior == "distribution" else (task.low, task.high)
-    reg = InverseGPRegressor(output_prior=prior, noise=noise, transform=transform)
+    reg = InverseGPRegressor(output_prior=prior, noise=noise,
+                             input_transform=transform)
     t0, c0 = time.perf_counter(), time.process_time()
     reg.fit(pairs.x, pairs.theta)
     fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0

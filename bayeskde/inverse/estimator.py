@@ -80,7 +80,9 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
     density of the GP's leave-one-out residuals has a higher leave-one-out
     log density of the training inputs given their outputs (by more than two
     standard errors); ``"gaussian"``, ``"residual"`` force one. ``fit_.noise``
-    says which was chosen and the scores. ``transform`` is what the model
+    says which was chosen and the scores. ``input_transform`` (not
+    ``transform``: scikit-learn reads that name as a transformer's method) is
+    the ``transform`` of :func:`~.fit.fit_inverse_gp`, what the model
     describes in place of x (:mod:`~.transform`): ``"auto"`` (default) fits
     x and log x where every training input is positive and keeps the one of
     higher leave-one-out density of x; ``fit_.transform`` says which.
@@ -100,7 +102,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
                  approx="auto", rank=None, num_warmup=500, num_samples=500,
                  num_chains=4, mode="average", num_draws=100, n_grid=None,
                  noisy_inputs=True, progress_bar=False, noise="auto",
-                 transform="auto"):
+                 input_transform="auto"):
         self.prior = prior
         self.key = key
         self.output_prior = output_prior
@@ -116,7 +118,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
         self.noisy_inputs = noisy_inputs
         self.progress_bar = progress_bar
         self.noise = noise
-        self.transform = transform
+        self.input_transform = input_transform
 
     def fit(self, X, Y):
         if Y is None:
@@ -130,7 +132,7 @@ class InverseGPRegressor(RegressorMixin, BaseEstimator):
             rank=self.rank, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains,
             progress_bar=self.progress_bar, noise=self.noise,
-            transform=self.transform)
+            transform=self.input_transform)
         self.n_outputs_ = self.fit_.data.Y.shape[1]
         self.n_features_in_ = self.fit_.data.X.shape[1]
         return self
